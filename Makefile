@@ -1,0 +1,47 @@
+# mqstore: `make book` builds the HTML book, `make test` runs every test.
+# Both create .venv and install requirements.txt (again only when it or
+# pyproject.toml changed).
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+QUIET := grep -v -e "is ignored: it is neither a file nor a directory" || true
+
+.PHONY: install export outputs html book test test-fast bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@set -o pipefail; $(PY) -m pip install -q -r requirements.txt 2>&1 | { $(QUIET); }
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# chapters -> mqstore/*.py
+export: install
+	$(PY) tools/export.py
+
+# re-execute every chapter and store its outputs (what nbval compares)
+outputs: export
+	$(VENV)/bin/jupyter execute --inplace book/*.ipynb
+
+# build the HTML book, executing every chapter; warnings and failing cells fail it
+html: install
+	$(VENV)/bin/jupyter-book build . --all -W --keep-going
+	@echo "The book is in _build/html/book/intro.html"
+
+book: export html
+
+test: install
+	$(MAKE) html
+	$(PY) -m pytest
+
+test-fast: install
+	$(PY) -m pytest -m "not slow and not browser" -x
+
+bench: install
+	@mkdir -p benchmarks/results
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis benchmarks/results/*.csv
+	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
