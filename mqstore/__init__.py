@@ -51,7 +51,12 @@ _API = {
     'name_to_offset': 'mapped_file',
     'able_to_flush': 'mapped_file',
     'flush_range': 'mapped_file',
-    'MappedFile': 'mapped_file'
+    'MappedFile': 'mapped_file',
+    'scan_segment_folder': 'mapped_file_queue',
+    'segment_index': 'mapped_file_queue',
+    'zero_tail': 'mapped_file_queue',
+    'last_unit_offset': 'mapped_file_queue',
+    'MappedFileQueue': 'mapped_file_queue'
 }
 __all__ = ["__version__", *_API]
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['OS_PAGE_SIZE', 'offset_to_name', 'name_to_offset', 'able_to_flush', 'flush_range', 'MappedFile']
 
-# %% ../book/01_mapped_file.ipynb #a8bebd58
+# %% ../book/01_mapped_file.ipynb #ebb4793a
 import mmap, os
 from pathlib import Path
 from .errors import (SegmentNameError, SegmentSizeError, SegmentFullError,
@@ -23,7 +23,7 @@ def name_to_offset(name: str) -> int:
         raise SegmentNameError(f"{name!r} is not a segment name (20 decimal digits)", name)
     return int(name)
 
-# %% ../book/01_mapped_file.ipynb #8e6dbcd2
+# %% ../book/01_mapped_file.ipynb #716d9f8d
 def _preallocate(path: Path, file_size: int) -> None:
     "Create `path` at exactly `file_size` zero bytes (refuses to overwrite)."
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -47,7 +47,7 @@ def _map(path: Path, file_size: int, writable: bool = True):
         raise
     return f, mm
 
-# %% ../book/01_mapped_file.ipynb #a22b88db
+# %% ../book/01_mapped_file.ipynb #efaae859
 def able_to_flush(flushed: int, committed: int, file_size: int, least_pages: int) -> bool:
     "RocketMQ's `isAbleToFlush`: a full file, or enough dirty pages, or anything with 0."
     if committed == file_size and flushed < committed:
@@ -61,7 +61,7 @@ def flush_range(flushed: int, committed: int) -> tuple[int, int]:
     start = flushed - flushed % OS_PAGE_SIZE
     return start, committed - start
 
-# %% ../book/01_mapped_file.ipynb #f9ac4abb
+# %% ../book/01_mapped_file.ipynb #31f51d42
 class MappedFile:
     "A pre-allocated, memory-mapped file of fixed size (RocketMQ's `MappedFile`)."
 
@@ -113,6 +113,12 @@ class MappedFile:
         self._mm[pos:pos + n] = data
         self.wrote_position = pos + n
         self.committed_position = self.wrote_position  # no transient pool: the map is the file
+        return pos
+
+    def seal(self, data=b"") -> int:
+        "Append `data` (e.g. an end-of-file marker) and mark the rest of the file as written."
+        pos = self.append(data)
+        self.wrote_position = self.committed_position = self.file_size
         return pos
 
     def write_at(self, pos: int, data) -> None:

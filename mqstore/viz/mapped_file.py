@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['COLORS', 'draw_mapped_file']
 
-# %% ../../book/01_mapped_file.ipynb #411043bd
+# %% ../../book/01_mapped_file.ipynb #bd0deb26
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 

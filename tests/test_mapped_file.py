@@ -1,0 +1,142 @@
+import os
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mqstore.errors import (SegmentFullError, SegmentNameError, SegmentSizeError,
+                            OffsetOutOfRangeError, StoreClosedError, ConfigError, MQStoreError)
+from mqstore.mapped_file import (MappedFile, offset_to_name, name_to_offset, able_to_flush,
+                                 flush_range, OS_PAGE_SIZE)
+
+
+def test_names_round_trip():
+    assert offset_to_name(0) == "0" * 20
+    assert offset_to_name(1073741824) == "00000000001073741824"
+    assert name_to_offset("00000000000006000000") == 6_000_000
+    assert len(offset_to_name(2**63 - 1)) == 19 + 0 or len(offset_to_name(2**63 - 1)) == 20
+
+
+@pytest.mark.parametrize("bad", ["abort", "123", "0000000000000000000x", "", "0" * 21])
+def test_bad_names(bad):
+    with pytest.raises(SegmentNameError, match="segment name"):
+        name_to_offset(bad)
+
+
+def test_negative_offset_name():
+    with pytest.raises(ConfigError):
+        offset_to_name(-1)
+
+
+def test_create_preallocates_and_names(tmp_path):
+    mf = MappedFile.create(tmp_path, 8192, 4096)
+    assert mf.path.name == "00000000000000008192" and mf.file_from_offset == 8192
+    assert os.path.getsize(mf.path) == 4096
+    assert (mf.wrote_position, mf.committed_position, mf.flushed_position) == (0, 0, 0)
+    mf.close()
+
+
+def test_create_refuses_to_overwrite(tmp_path):
+    MappedFile.create(tmp_path, 0, 4096).append(b"keep")
+    with pytest.raises(FileExistsError):
+        MappedFile.create(tmp_path, 0, 4096)
+    assert (tmp_path / offset_to_name(0)).read_bytes()[:4] == b"keep"
+
+
+def test_append_read_and_positions(tmp_path):
+    mf = MappedFile.create(tmp_path, 0, 4096)
+    assert mf.append(b"abc") == 0 and mf.append(b"defg") == 3
+    assert mf.read(0, 7) == b"abcdefg" and mf.read_position == 7
+    with pytest.raises(OffsetOutOfRangeError):
+        mf.read(5, 3)
+    with pytest.raises(OffsetOutOfRangeError):
+        mf.read(-1, 1)
+
+
+def test_refused_append_changes_nothing(tmp_path):
+    mf = MappedFile.create(tmp_path, 0, 4096)
+    mf.append(b"x" * 4000)
+    with pytest.raises(SegmentFullError, match="do not fit"):
+        mf.append(b"y" * 97)
+    assert mf.wrote_position == 4000 and mf.read(3990, 10) == b"x" * 10
+    assert bytes(mf._mm[4000:4096]) == bytes(96)
+    mf.append(b"z" * 96)
+    assert mf.is_full()
+
+
+def test_seal_marks_full(tmp_path):
+    mf = MappedFile.create(tmp_path, 0, 4096)
+    mf.append(b"a" * 10)
+    assert mf.seal(b"END!") == 10
+    assert mf.is_full() and mf.read(10, 4) == b"END!"
+
+
+def test_flush_rules_follow_rocketmq():
+    assert able_to_flush(0, 1, 4096, 0)
+    assert not able_to_flush(5, 5, 4096, 0)
+    assert not able_to_flush(0, 4095, 1 << 20, 1)
+    assert able_to_flush(0, 4096, 1 << 20, 1)
+    assert not able_to_flush(4095, 8191, 1 << 20, 2)
+    assert able_to_flush(100, 4096, 4096, 4)      # a full file always flushes
+    assert flush_range(5000, 9000) == (4096, 4904)
+
+
+def test_flush_persists_to_the_file(tmp_path):
+    mf = MappedFile.create(tmp_path, 0, 4 * OS_PAGE_SIZE)
+    mf.append(b"durable" * 100)
+    assert mf.flush(least_pages=1) == 0           # not a whole page yet
+    assert mf.flush(least_pages=0) == 700 and mf.flush_count == 1
+    assert mf.flush(least_pages=0) == 700 and mf.flush_count == 1
+    with open(mf.path, "rb") as f:
+        assert f.read(7) == b"durable"
+
+
+def test_open_checks_size(tmp_path):
+    p = tmp_path / offset_to_name(0)
+    p.write_bytes(bytes(100))
+    with pytest.raises(SegmentSizeError, match="length 100"):
+        MappedFile(p, 4096)
+    assert p.stat().st_size == 100
+
+
+def test_closed_file_refuses(tmp_path):
+    mf = MappedFile.create(tmp_path, 0, 4096)
+    mf.close()
+    with pytest.raises(StoreClosedError):
+        mf.append(b"x")
+    mf.close()  # idempotent
+
+
+def test_warm_keeps_data_and_destroy_deletes(tmp_path):
+    mf = MappedFile.create(tmp_path, 0, 4 * OS_PAGE_SIZE)
+    mf.append(b"data")
+    mf.warm()
+    assert mf.read(0, 4) == b"data"
+    mf.destroy()
+    assert not any(tmp_path.iterdir())
+
+
+def test_errors_share_a_base():
+    assert issubclass(SegmentFullError, MQStoreError)
+    assert issubclass(OffsetOutOfRangeError, LookupError)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=700), max_size=30))
+def test_appends_read_back(tmp_path_factory, chunks):
+    folder = tmp_path_factory.mktemp("mf")
+    mf = MappedFile.create(folder, 0, 8192)
+    written = bytearray()
+    for c in chunks:
+        if len(c) > mf.free_space():
+            with pytest.raises(SegmentFullError):
+                mf.append(c)
+            continue
+        assert mf.append(c) == len(written)
+        written += c
+    assert mf.read(0, len(written)) == bytes(written)
+    mf.flush(0)
+    mf.close()
+    reopened = MappedFile(folder / offset_to_name(0), 8192)
+    assert reopened.read_position == 0
+    reopened.set_positions(len(written))
+    assert reopened.read(0, len(written)) == bytes(written)
+    reopened.close()

@@ -1,0 +1,159 @@
+import warnings
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mqstore.errors import (SegmentNameError, SegmentSizeError, SegmentGapError,
+                            OffsetOutOfRangeError, SegmentFullError)
+from mqstore.mapped_file import offset_to_name
+from mqstore.mapped_file_queue import MappedFileQueue, segment_index
+
+SIZE = 1024
+
+
+def write_stream(q, chunks):
+    "Append chunks, sealing a file when the next chunk does not fit; return the chunk offsets."
+    offsets = []
+    for c in chunks:
+        mf = q.last_file(create=True)
+        if len(c) > mf.free_space():
+            mf.seal()
+            mf = q.last_file(create=True)
+        offsets.append(mf.file_from_offset + mf.append(c))
+    return offsets
+
+
+def snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_empty_queue(tmp_path):
+    q = MappedFileQueue(tmp_path / "none", SIZE).load()
+    assert q.files == [] and q.min_offset == 0 and q.max_offset == 0
+    with pytest.raises(OffsetOutOfRangeError):
+        q.find_by_offset(0)
+
+
+def test_first_file_rounds_down(tmp_path):
+    q = MappedFileQueue(tmp_path, SIZE)
+    mf = q.last_file(start_offset=5000, create=True)
+    assert mf.file_from_offset == 4096 and q.min_offset == 4096
+
+
+def test_roll_and_find(tmp_path):
+    q = MappedFileQueue(tmp_path, SIZE)
+    offs = write_stream(q, [b"x" * 300] * 10)
+    assert [mf.file_from_offset for mf in q.files] == [0, 1024, 2048, 3072]
+    for o in offs:
+        assert q.find_by_offset(o).file_from_offset == o - o % SIZE
+    with pytest.raises(OffsetOutOfRangeError):
+        q.find_by_offset(4096)
+
+
+def test_load_sets_positions_to_full_size(tmp_path):
+    q = MappedFileQueue(tmp_path, SIZE)
+    write_stream(q, [b"abc"] * 3)
+    q.close()
+    q2 = MappedFileQueue(tmp_path, SIZE).load()
+    assert q2.max_offset == SIZE and q2.files[0].wrote_position == SIZE
+
+
+def test_load_refuses_bad_names_and_changes_nothing(tmp_path):
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / "abort").write_bytes(b"")
+    before = snapshot(tmp_path)
+    with pytest.raises(SegmentNameError, match="abort"):
+        MappedFileQueue(tmp_path, SIZE).load()
+    assert snapshot(tmp_path) == before
+
+
+def test_load_refuses_wrong_size_and_names_it(tmp_path):
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / offset_to_name(SIZE)).write_bytes(bytes(10))
+    (tmp_path / offset_to_name(2 * SIZE)).write_bytes(b"")
+    before = snapshot(tmp_path)
+    with pytest.raises(SegmentSizeError, match=offset_to_name(SIZE)):
+        MappedFileQueue(tmp_path, SIZE).load()
+    assert snapshot(tmp_path) == before   # the empty last file is not removed either
+
+
+def test_load_refuses_a_gap(tmp_path):
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / offset_to_name(2 * SIZE)).write_bytes(bytes(SIZE))
+    with pytest.raises(SegmentGapError):
+        MappedFileQueue(tmp_path, SIZE).load()
+
+
+def test_zero_byte_last_file_is_removed_with_a_warning(tmp_path):
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / offset_to_name(SIZE)).write_bytes(b"")
+    with pytest.warns(UserWarning, match="zero-byte"):
+        q = MappedFileQueue(tmp_path, SIZE).load()
+    assert len(q.files) == 1 and not (tmp_path / offset_to_name(SIZE)).exists()
+
+
+def test_segment_index_bounds():
+    assert segment_index(0, 0, 10, 1) == 0
+    with pytest.raises(OffsetOutOfRangeError):
+        segment_index(9, 10, 10, 2)
+    with pytest.raises(OffsetOutOfRangeError):
+        segment_index(30, 10, 10, 2)
+
+
+def test_flush_walks_file_by_file(tmp_path):
+    q = MappedFileQueue(tmp_path, SIZE)
+    write_stream(q, [b"y" * 600] * 3)
+    assert q.flush(0) and q.flushed_where == SIZE      # the sealed first file
+    assert q.flush(0) and q.flushed_where == 2 * SIZE
+    assert q.flush(0) and q.flushed_where == 2 * SIZE + 600
+    assert not q.flush(0)
+
+
+def test_delete_expired_by_time_keeps_the_last(tmp_path):
+    q = MappedFileQueue(tmp_path, SIZE)
+    write_stream(q, [b"t" * 700] * 4)
+    assert q.delete_expired_by_time(0, now_ms=1e18) == 3
+    assert len(q.files) == 1 and q.min_offset == 3 * SIZE
+    assert q.delete_expired_by_time(10**9) == 0
+
+
+def test_delete_expired_by_offset(tmp_path):
+    q = MappedFileQueue(tmp_path, 40)  # two 20-byte units a file
+    for i in range(6):
+        q.last_file(create=True).append((i * 100).to_bytes(8, "big") + bytes(12))
+    assert q.delete_expired_by_offset(250, unit_size=20) == 1
+    assert q.min_offset == 40
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, SIZE), min_size=1, max_size=40), st.data())
+def test_random_streams_find_and_truncate(tmp_path_factory, sizes, data):
+    folder = tmp_path_factory.mktemp("q")
+    q = MappedFileQueue(folder, SIZE)
+    chunks = [bytes([i % 251 + 1]) * n for i, n in enumerate(sizes)]
+    offs = write_stream(q, chunks)
+    # find-by-offset returns the segment that holds every byte of every chunk
+    for o, c in zip(offs, chunks):
+        for probe in (o, o + len(c) - 1):
+            mf = q.find_by_offset(probe)
+            assert mf.file_from_offset <= probe < mf.file_from_offset + SIZE
+    # truncate at a random offset: exactly the bytes before it stay readable
+    cut = data.draw(st.integers(q.min_offset, q.max_offset))
+    expected = {}
+    for o, c in zip(offs, chunks):
+        for i, b in enumerate(c):
+            if o + i < cut:
+                expected[o + i] = b
+    q.truncate_dirty_files(cut)
+    assert q.max_offset == cut or (cut % SIZE == 0 and q.max_offset in (cut, cut - SIZE + SIZE))
+    for off, b in list(expected.items())[:: max(1, len(expected) // 200)]:
+        assert q.find_by_offset(off).read(off % SIZE, 1) == bytes([b])
+    last = q.last_file()
+    if last is not None:
+        pos = cut - last.file_from_offset
+        if 0 <= pos < SIZE:
+            assert bytes(last._mm[pos:]) == bytes(SIZE - pos)   # the tail is zeroed on disk
+    q.close()
+    # a reload sees no file past the cut
+    q2 = MappedFileQueue(folder, SIZE).load()
+    assert all(mf.file_from_offset <= cut for mf in q2.files)
+    q2.close()
