@@ -1,0 +1,93 @@
+import os, struct, subprocess, sys, textwrap
+import pytest
+
+from mqstore.checkpoint import (StoreCheckpoint, StoreLock, CHECKPOINT_SIZE, create_abort_file,
+                                remove_abort_file, last_exit_ok, read_checkpoint_fields)
+from mqstore.config import StoreConfig, FLUSH_SYNC
+from mqstore.errors import CorruptFileError, StoreLockedError, ConfigError
+
+
+def test_checkpoint_layout_is_rocketmq(tmp_path):
+    cp = StoreCheckpoint(tmp_path / "checkpoint")
+    cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp = 1, 2, 3
+    cp.flush()
+    cp.close()
+    data = (tmp_path / "checkpoint").read_bytes()
+    assert len(data) == CHECKPOINT_SIZE
+    assert struct.unpack(">3q", data[:24]) == (1, 2, 3) and data[40:] == bytes(CHECKPOINT_SIZE - 40)
+    again = StoreCheckpoint(tmp_path / "checkpoint")
+    assert (again.physic_msg_timestamp, again.logics_msg_timestamp, again.index_msg_timestamp) == (1, 2, 3)
+
+
+def test_min_timestamps():
+    cp = StoreCheckpoint.__new__(StoreCheckpoint)
+    cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp = 10_000, 8_000, 1_000
+    assert cp.min_timestamp() == 5_000 and cp.min_timestamp_index() == 1_000
+    cp.physic_msg_timestamp = 100
+    assert cp.min_timestamp() == 0
+
+
+def test_zero_length_checkpoint_reads_as_zeros(tmp_path):
+    (tmp_path / "checkpoint").write_bytes(b"")
+    cp = StoreCheckpoint(tmp_path / "checkpoint")
+    assert cp.min_timestamp() == 0 and os.path.getsize(tmp_path / "checkpoint") == CHECKPOINT_SIZE
+
+
+@pytest.mark.parametrize("content", [b"x" * 100, bytes(8192)])
+def test_wrong_size_checkpoint_is_refused_untouched(tmp_path, content):
+    p = tmp_path / "checkpoint"
+    p.write_bytes(content)
+    with pytest.raises(CorruptFileError, match="checkpoint"):
+        StoreCheckpoint(p)
+    assert p.read_bytes() == content
+
+
+def test_negative_checkpoint_is_refused(tmp_path):
+    p = tmp_path / "checkpoint"
+    p.write_bytes(struct.pack(">q", -5) + bytes(CHECKPOINT_SIZE - 8))
+    with pytest.raises(CorruptFileError, match="negative"):
+        StoreCheckpoint(p)
+
+
+def test_read_fields_pads_short_data():
+    assert read_checkpoint_fields(struct.pack(">q", 7))["physic_msg_timestamp"] == 7
+
+
+def test_abort_file_protocol(tmp_path):
+    assert last_exit_ok(tmp_path)
+    create_abort_file(tmp_path)
+    assert not last_exit_ok(tmp_path) and (tmp_path / "abort").read_bytes() == b""
+    remove_abort_file(tmp_path)
+    assert last_exit_ok(tmp_path)
+
+
+def test_lock_refuses_a_second_process(tmp_path):
+    lock = StoreLock(tmp_path).acquire()
+    assert (tmp_path / "lock").read_bytes() == b"lock"
+    code = textwrap.dedent(f"""
+        from mqstore.checkpoint import StoreLock
+        from mqstore.errors import StoreLockedError
+        try:
+            StoreLock({str(tmp_path)!r}).acquire()
+        except StoreLockedError:
+            print("locked")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "locked"
+    lock.release()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_config_defaults_are_rocketmq():
+    c = StoreConfig()
+    assert c.commit_log_file_size == 1 << 30 and c.consume_queue_file_size == 6_000_000
+    assert c.index_file_size == 420_000_040 and c.flush_interval_ms == 500
+    assert not c.sync_flush and StoreConfig.small(flush_disk_type=FLUSH_SYNC).sync_flush
+
+
+@pytest.mark.parametrize("bad", [dict(flush_disk_type="SOMETIMES"), dict(commit_log_file_size=0),
+                                 dict(consume_queue_units=-1), dict(commit_log_file_size=100)])
+def test_config_rejects_bad_values(bad):
+    with pytest.raises(ConfigError):
+        StoreConfig(**bad)

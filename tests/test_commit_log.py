@@ -1,0 +1,235 @@
+import itertools, os, random, threading, time
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mqstore.checkpoint import StoreCheckpoint
+from mqstore.commit_log import CommitLog, needs_roll, walk_log, queue_key
+from mqstore.config import StoreConfig, FLUSH_SYNC
+from mqstore.errors import (NotARecordStartError, OffsetOutOfRangeError, MessageTooLargeError,
+                            InvalidTopicError, InvalidPropertyError, PropertiesTooLongError,
+                            ReadOnlyStoreError, StoreClosedError)
+from mqstore.message import (Message, RecordStatus, BLANK_MAGIC_CODE, TRANSACTION_PREPARED_TYPE,
+                             TRANSACTION_ROLLBACK_TYPE, TRANSACTION_COMMIT_TYPE, decode_record)
+
+
+def clock(start=1_700_000_000_000):
+    c = itertools.count()
+    return lambda: start + next(c)
+
+
+def new_log(path, **cfg):
+    return CommitLog(path, StoreConfig.small(**cfg), clock=clock()).load()
+
+
+def files_bytes(log):
+    return {mf.name: bytes(mf._mm[:]) for mf in log.mfq.files}
+
+
+def test_put_get_round_trip(tmp_path):
+    log = new_log(tmp_path)
+    r = log.put(Message("T", b"body", queue_id=3, flag=9, properties={"TAGS": "a", "KEYS": "k1 k2"}))
+    assert r.status == "PUT_OK" and r.commit_log_offset == 0 and r.queue_offset == 0
+    m = log.get(0)
+    assert (m.topic, m.body, m.queue_id, m.flag, m.tags, m.keys) == ("T", b"body", 3, 9, "a", ["k1", "k2"])
+    assert m.store_timestamp == r.store_timestamp == 1_700_000_000_000
+    assert m.commit_log_offset == 0 and m.total_size == r.size
+    assert r.msg_id.endswith("0" * 16)
+
+
+def test_queue_offsets_per_topic_queue(tmp_path):
+    log = new_log(tmp_path)
+    got = [log.put(Message(t, b"x", queue_id=q)).queue_offset for t, q in
+           [("A", 0), ("A", 0), ("A", 1), ("B", 0), ("A", 0)]]
+    assert got == [0, 1, 0, 0, 2]
+    assert log.topic_queue_table == {"A-0": 3, "A-1": 1, "B-0": 1}
+
+
+def test_prepared_and_rollback_do_not_take_queue_offsets(tmp_path):
+    log = new_log(tmp_path)
+    log.put(Message("A", b"1"))
+    p = log.put(Message("A", b"p", sys_flag=TRANSACTION_PREPARED_TYPE))
+    rb = log.put(Message("A", b"", sys_flag=TRANSACTION_ROLLBACK_TYPE))
+    c = log.put(Message("A", b"c", sys_flag=TRANSACTION_COMMIT_TYPE))
+    assert (p.queue_offset, rb.queue_offset, c.queue_offset) == (0, 0, 1)
+    assert log.get(p.commit_log_offset).queue_offset == 0 and log.topic_queue_table["A-0"] == 2
+
+
+def test_queue_offset_hook_for_prepared(tmp_path):
+    slots = itertools.count(100)
+    log = CommitLog(tmp_path, StoreConfig.small(), clock=clock(),
+                    queue_offset_hook=lambda msg, tx: next(slots)).load()
+    r = log.put(Message("A", b"p", sys_flag=TRANSACTION_PREPARED_TYPE))
+    assert r.queue_offset == 100 and log.get(r.commit_log_offset).queue_offset == 100
+
+
+def test_roll_writes_a_blank(tmp_path):
+    log = new_log(tmp_path, commit_log_file_size=4096)
+    rs = [log.put(Message("T", bytes(1000))) for _ in range(5)]   # 1,092-byte records
+    assert [r.rolled for r in rs] == [False, False, False, True, False]
+    first = log.mfq.files[0]
+    blank_at = rs[2].next_offset
+    assert bytes(first._mm[blank_at:blank_at + 8]) == (4096 - blank_at).to_bytes(4, "big") + \
+        BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+    assert rs[3].commit_log_offset == 4096 and first.is_full()
+
+
+def test_exact_fit_rule():
+    assert not needs_roll(92, 100) and needs_roll(93, 100)
+
+
+def test_get_refuses_non_record_offsets(tmp_path):
+    log = new_log(tmp_path)
+    a = log.put(Message("T", b"abcdefgh" * 10))
+    log.put(Message("T", b"z"))
+    for bad in (1, a.size - 1, a.size + 5):
+        with pytest.raises(NotARecordStartError):
+            log.get(bad)
+    for bad in (-1, log.max_offset, log.max_offset + 1000):
+        with pytest.raises(OffsetOutOfRangeError):
+            log.get(bad)
+
+
+def test_get_at_a_blank_is_refused(tmp_path):
+    log = new_log(tmp_path, commit_log_file_size=4096)
+    rs = [log.put(Message("T", bytes(1000))) for _ in range(5)]
+    with pytest.raises(NotARecordStartError, match="BLANK"):
+        log.get(rs[2].next_offset)
+
+
+@pytest.mark.parametrize("msg, err", [
+    (Message("", b"x"), InvalidTopicError),
+    (Message("T" * 40000, b"x"), InvalidTopicError),
+    (Message("T", bytes(16 * 1024 + 1)), MessageTooLargeError),
+    (Message("T", b"x", properties={"KEYS": 5}), InvalidPropertyError),
+    (Message("T", b"x", properties={"K": "v" * 40000}), PropertiesTooLongError),
+])
+def test_refused_put_writes_nothing(tmp_path, msg, err):
+    log = new_log(tmp_path)
+    log.put(Message("T", b"first"))
+    before, table = files_bytes(log), dict(log.topic_queue_table)
+    with pytest.raises(err):
+        log.put(msg)
+    assert files_bytes(log) == before and log.topic_queue_table == table
+
+
+def test_record_larger_than_a_segment(tmp_path):
+    log = new_log(tmp_path, commit_log_file_size=2048, max_message_size=1 << 20)
+    with pytest.raises(MessageTooLargeError, match="segment"):
+        log.put(Message("T", bytes(3000)))
+    assert log.mfq.files == []
+
+
+def test_sync_flush_returns_after_the_flush(tmp_path):
+    log = new_log(tmp_path, flush_disk_type=FLUSH_SYNC)
+    r = log.put(Message("T", b"a"))                 # no service: flushed inline
+    assert log.flushed_offset >= r.next_offset
+    log.start()
+    for i in range(50):
+        r = log.put(Message("T", b"b" * i))
+        assert r.status == "PUT_OK" and log.flushed_offset >= r.next_offset
+    log.shutdown()
+
+
+def test_group_commit_under_many_producers(tmp_path):
+    log = new_log(tmp_path, flush_disk_type=FLUSH_SYNC, commit_log_file_size=1 << 20).start()
+    results, errors = [], []
+
+    def producer(p):
+        for i in range(60):
+            r = log.put(Message(f"T{p % 2}", f"{p}-{i}".encode(), queue_id=p % 4))
+            if log.flushed_offset < r.next_offset:
+                errors.append(r)
+            results.append(r)
+    ths = [threading.Thread(target=producer, args=(p,)) for p in range(8)]
+    for t in ths: t.start()
+    for t in ths: t.join()
+    rounds = log.flush_service.flushes
+    log.shutdown()
+    assert not errors and len(results) == 480 and rounds < 480
+
+
+def test_async_flush_catches_up_and_publishes_after_flushing(tmp_path):
+    cp = StoreCheckpoint(tmp_path / "checkpoint")
+    log = CommitLog(tmp_path, StoreConfig.small(), clock=clock(), checkpoint=cp).load()
+    r = log.put(Message("T", b"x" * 100))
+    assert cp.physic_msg_timestamp == 0            # nothing flushed yet: nothing vouched for
+    log.start()
+    deadline = time.monotonic() + 10
+    while log.flushed_offset < r.next_offset and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log.flushed_offset >= r.next_offset
+    log.shutdown()
+    assert cp.physic_msg_timestamp == r.store_timestamp
+    cp.close()
+
+
+def test_concurrent_producers_give_a_gap_free_log(tmp_path):
+    log = new_log(tmp_path, commit_log_file_size=8192)
+    def producer(p):
+        for i in range(150):
+            log.put(Message(f"P{p % 3}", os.urandom(random.Random(p * 1000 + i).randint(0, 300)),
+                            queue_id=p % 2))
+    ths = [threading.Thread(target=producer, args=(p,)) for p in range(6)]
+    for t in ths: t.start()
+    for t in ths: t.join()
+    per_queue, expected_offset = {}, log.min_offset
+    walker = walk_log(log.mfq, check_crc=True, read_body=True)
+    count = 0
+    for off, m in walker:
+        if off % 8192 == 0 or off != expected_offset:
+            assert off % 8192 == 0       # only a segment roll may jump
+        assert m.commit_log_offset == off
+        per_queue.setdefault((m.topic, m.queue_id), []).append(m.queue_offset)
+        expected_offset = off + m.total_size
+        count += 1
+    assert count == 900
+    for key, offs in per_queue.items():
+        assert offs == list(range(len(offs))), key
+
+
+def test_walk_reports_where_and_why_it_stops(tmp_path):
+    log = new_log(tmp_path)
+    rs = [log.put(Message("T", b"x" * 10)) for _ in range(3)]
+    w = walk_log(log.mfq)
+    assert len(list(itertools.islice(w, 10))) == 3
+    g = walk_log(log.mfq, end=log.mfq.files[0].file_size)
+    try:
+        while True:
+            next(g)
+    except StopIteration as stop:
+        assert stop.value == (rs[-1].next_offset, RecordStatus.END)
+
+
+def test_read_only_refuses_puts(tmp_path):
+    new_log(tmp_path).put(Message("T", b"x"))
+    ro = CommitLog(tmp_path, StoreConfig.small(), read_only=True).load()
+    with pytest.raises(ReadOnlyStoreError):
+        ro.put(Message("T", b"y"))
+    assert ro.get(0).body == b"x"
+
+
+def test_shutdown_then_reload(tmp_path):
+    log = new_log(tmp_path, commit_log_file_size=4096).start()
+    rs = [log.put(Message("T", bytes([i]) * 500)) for i in range(20)]
+    log.shutdown()
+    with pytest.raises(StoreClosedError):
+        log.put(Message("T", b"late"))
+    again = CommitLog(tmp_path, StoreConfig.small(commit_log_file_size=4096)).load()
+    for i, r in enumerate(rs):
+        assert again.get(r.commit_log_offset).body == bytes([i]) * 500
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["A", "B", "主题"]), st.integers(0, 2), st.binary(max_size=1500)),
+                min_size=1, max_size=60))
+def test_any_put_sequence_reads_back_in_order(tmp_path_factory, puts):
+    log = new_log(tmp_path_factory.mktemp("cl"), commit_log_file_size=4096)
+    results = [log.put(Message(t, body, queue_id=q)) for t, q, body in puts]
+    walked = list(walk_log(log.mfq, check_crc=True, read_body=True))
+    assert [o for o, _ in walked] == [r.commit_log_offset for r in results]
+    assert [(m.topic, m.queue_id, m.body) for _, m in walked] == [(t, q, b) for t, q, b in puts]
+    counts = {}
+    for (t, q, _), (_, m) in zip(puts, walked):
+        assert m.queue_offset == counts.get((t, q), 0)
+        counts[(t, q)] = m.queue_offset + 1
+    log.shutdown()
