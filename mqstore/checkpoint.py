@@ -4,7 +4,7 @@
 __all__ = ['CHECKPOINT_SIZE', 'read_checkpoint_fields', 'StoreCheckpoint', 'abort_path', 'create_abort_file', 'remove_abort_file',
            'last_exit_ok', 'StoreLock']
 
-# %% ../book/04_commit_log.ipynb #3b6f0dcb
+# %% ../book/04_commit_log.ipynb #5b05903d
 import mmap, os, struct
 from pathlib import Path
 from .errors import CorruptFileError, StoreLockedError
@@ -20,7 +20,7 @@ def read_checkpoint_fields(data: bytes) -> dict:
     values = struct.unpack_from(">5q", data, 0)
     return dict(zip(_FIELDS, values))
 
-# %% ../book/04_commit_log.ipynb #8f919d16
+# %% ../book/04_commit_log.ipynb #21823349
 class StoreCheckpoint:
     "The `checkpoint` file (RocketMQ's `StoreCheckpoint`): five longs in a 4,096-byte map."
 
@@ -67,7 +67,7 @@ class StoreCheckpoint:
     def __repr__(self):
         return ("StoreCheckpoint(" + ", ".join(f"{k}={getattr(self, k)}" for k in _FIELDS[:3]) + ")")
 
-# %% ../book/04_commit_log.ipynb #e30191e2
+# %% ../book/04_commit_log.ipynb #89611a65
 import fcntl
 
 def abort_path(root) -> Path: return Path(root) / "abort"
