@@ -4,10 +4,11 @@
 __all__ = ['CHECKPOINT_SIZE', 'read_checkpoint_fields', 'StoreCheckpoint', 'abort_path', 'create_abort_file', 'remove_abort_file',
            'last_exit_ok', 'StoreLock']
 
-# %% ../book/04_commit_log.ipynb #5b05903d
+# %% ../book/04_commit_log.ipynb #97434c6b
 import mmap, os, struct
 from pathlib import Path
 from .errors import CorruptFileError, StoreLockedError
+from .mapped_file import announce_flush
 
 CHECKPOINT_SIZE = 4096
 _FIELDS = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
@@ -20,7 +21,7 @@ def read_checkpoint_fields(data: bytes) -> dict:
     values = struct.unpack_from(">5q", data, 0)
     return dict(zip(_FIELDS, values))
 
-# %% ../book/04_commit_log.ipynb #21823349
+# %% ../book/04_commit_log.ipynb #82b6bdfb
 class StoreCheckpoint:
     "The `checkpoint` file (RocketMQ's `StoreCheckpoint`): five longs in a 4,096-byte map."
 
@@ -58,6 +59,7 @@ class StoreCheckpoint:
         "Write the in-memory values into the map and force it to disk."
         struct.pack_into(">5q", self._mm, 0, *(getattr(self, k) for k in _FIELDS))
         self._mm.flush()
+        announce_flush(self.path, 0, CHECKPOINT_SIZE)
 
     def close(self) -> None:
         if self._mm is not None:
@@ -67,7 +69,7 @@ class StoreCheckpoint:
     def __repr__(self):
         return ("StoreCheckpoint(" + ", ".join(f"{k}={getattr(self, k)}" for k in _FIELDS[:3]) + ")")
 
-# %% ../book/04_commit_log.ipynb #89611a65
+# %% ../book/04_commit_log.ipynb #628fe68c
 import fcntl
 
 def abort_path(root) -> Path: return Path(root) / "abort"

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
-# %% ../book/04_commit_log.ipynb #83b12b5c
+# %% ../book/04_commit_log.ipynb #278a84fc
 from dataclasses import dataclass, field, replace
 from .errors import ConfigError
 

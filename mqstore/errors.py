@@ -9,14 +9,14 @@ __all__ = ['MQStoreError', 'ConfigError', 'StoreFileError', 'SegmentNameError', 
            'QueryError', 'TransactionError', 'UnknownTransactionError', 'TransactionGroupMismatchError',
            'TransactionStateError', 'PipelineError']
 
-# %% ../book/01_mapped_file.ipynb #3b7c6928
+# %% ../book/01_mapped_file.ipynb #8c180a35
 class MQStoreError(Exception):
     "Base of every error mqstore raises on purpose."
 
 class ConfigError(MQStoreError, ValueError):
     "A configuration value is out of range or inconsistent."
 
-# %% ../book/01_mapped_file.ipynb #a8269db6
+# %% ../book/01_mapped_file.ipynb #d85ed73f
 class StoreFileError(MQStoreError):
     "A file of the store is missing, misnamed, of the wrong size or unreadable."
     def __init__(self, message, path=None):
@@ -38,7 +38,7 @@ class CorruptFileError(StoreFileError):
 class NotAStoreError(StoreFileError):
     "A folder is not an mqstore / RocketMQ store root."
 
-# %% ../book/01_mapped_file.ipynb #9643bada
+# %% ../book/01_mapped_file.ipynb #c8648079
 class RecordError(MQStoreError):
     "A commit-log record cannot be decoded."
     def __init__(self, message, offset=None):
@@ -84,7 +84,7 @@ class PropertiesTooLongError(MessageError):
 class InvalidPropertyError(MessageError):
     "A property name or value that is not a string, or holds a separator."
 
-# %% ../book/01_mapped_file.ipynb #78db9d36
+# %% ../book/01_mapped_file.ipynb #fe42f2d2
 class StoreStateError(MQStoreError):
     "An operation the store cannot do in its current state."
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['scan_segment_folder', 'segment_index', 'zero_tail', 'last_unit_offset', 'MappedFileQueue']
 
-# %% ../book/02_mapped_file_queue.ipynb #48e9e501
+# %% ../book/02_mapped_file_queue.ipynb #229af912
 import os, time, warnings
 from pathlib import Path
 from .errors import (SegmentNameError, SegmentSizeError, SegmentGapError,
@@ -38,7 +38,7 @@ def scan_segment_folder(folder, file_size: int):
         prev = start
     return entries, empty_tail
 
-# %% ../book/02_mapped_file_queue.ipynb #a8e52c83
+# %% ../book/02_mapped_file_queue.ipynb #833a79e6
 def segment_index(offset: int, first_from: int, file_size: int, count: int) -> int:
     "Index of the segment holding `offset`, or OffsetOutOfRangeError."
     idx = offset // file_size - first_from // file_size
@@ -47,21 +47,21 @@ def segment_index(offset: int, first_from: int, file_size: int, count: int) -> i
             f"offset {offset} is outside the segments [{first_from}, {first_from + count * file_size})")
     return idx
 
-# %% ../book/02_mapped_file_queue.ipynb #38ecf9cc
+# %% ../book/02_mapped_file_queue.ipynb #c555e359
 def zero_tail(mf: MappedFile, pos: int) -> None:
     "Zero [pos, end of file) of a mapped file and force it to disk."
     length = mf.file_size - pos
     if length > 0:
         mf.write_at(pos, bytes(length))
-        mf._mm.flush()
+        mf.force()
 
-# %% ../book/02_mapped_file_queue.ipynb #717ca68f
+# %% ../book/02_mapped_file_queue.ipynb #8b757ab9
 def last_unit_offset(mf: MappedFile, unit_size: int) -> int:
     "The big-endian int64 at the start of the file's last unit (a consume-queue unit's commit-log offset)."
     pos = mf.file_size - unit_size
     return int.from_bytes(mf._mm[pos:pos + 8], "big", signed=True)
 
-# %% ../book/02_mapped_file_queue.ipynb #e4dc6325
+# %% ../book/02_mapped_file_queue.ipynb #7080047c
 class MappedFileQueue:
     "A logical byte stream over fixed-size mapped files (RocketMQ's `MappedFileQueue`)."
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['COLORS', 'draw_mapped_file']
 
-# %% ../../book/01_mapped_file.ipynb #bd0deb26
+# %% ../../book/01_mapped_file.ipynb #50b601a2
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 

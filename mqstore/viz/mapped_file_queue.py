@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['draw_queue']
 
-# %% ../../book/02_mapped_file_queue.ipynb #2b66b4c6
+# %% ../../book/02_mapped_file_queue.ipynb #348f2426
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
