@@ -4,10 +4,10 @@
 __all__ = ['CHECKPOINT_SIZE', 'read_checkpoint_fields', 'StoreCheckpoint', 'abort_path', 'create_abort_file', 'remove_abort_file',
            'last_exit_ok', 'StoreLock']
 
-# %% ../book/04_commit_log.ipynb #97434c6b
+# %% ../book/04_commit_log.ipynb #b83ad5a9
 import mmap, os, struct
 from pathlib import Path
-from .errors import CorruptFileError, StoreLockedError
+from .errors import CorruptFileError, StoreLockedError, ReadOnlyStoreError
 from .mapped_file import announce_flush
 
 CHECKPOINT_SIZE = 4096
@@ -21,16 +21,23 @@ def read_checkpoint_fields(data: bytes) -> dict:
     values = struct.unpack_from(">5q", data, 0)
     return dict(zip(_FIELDS, values))
 
-# %% ../book/04_commit_log.ipynb #82b6bdfb
+# %% ../book/04_commit_log.ipynb #9f1a19fe
 class StoreCheckpoint:
     "The `checkpoint` file (RocketMQ's `StoreCheckpoint`): five longs in a 4,096-byte map."
 
-    def __init__(self, path):
+    def __init__(self, path, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
+        self._mm = None
         size = self.path.stat().st_size if self.path.exists() else None
         if size not in (None, 0, CHECKPOINT_SIZE):
             raise CorruptFileError(
                 f"{self.path}: a checkpoint is {CHECKPOINT_SIZE} bytes, this file has {size}", self.path)
+        if read_only:                      # read the values, never create or map the file
+            data = self.path.read_bytes() if size else b""
+            for k, v in read_checkpoint_fields(data).items():
+                setattr(self, k, v)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -57,6 +64,8 @@ class StoreCheckpoint:
 
     def flush(self) -> None:
         "Write the in-memory values into the map and force it to disk."
+        if self.read_only:
+            raise ReadOnlyStoreError(f"{self.path}: the store was opened read-only")
         struct.pack_into(">5q", self._mm, 0, *(getattr(self, k) for k in _FIELDS))
         self._mm.flush()
         announce_flush(self.path, 0, CHECKPOINT_SIZE)
@@ -69,7 +78,7 @@ class StoreCheckpoint:
     def __repr__(self):
         return ("StoreCheckpoint(" + ", ".join(f"{k}={getattr(self, k)}" for k in _FIELDS[:3]) + ")")
 
-# %% ../book/04_commit_log.ipynb #628fe68c
+# %% ../book/04_commit_log.ipynb #bd740e08
 import fcntl
 
 def abort_path(root) -> Path: return Path(root) / "abort"

@@ -4,7 +4,7 @@
 __all__ = ['queue_key', 'takes_queue_offset', 'PutResult', 'needs_roll', 'seal_with_blank', 'flush_until', 'GroupCommitRequest',
            'FlushService', 'read_record_at', 'walk_log', 'CommitLog']
 
-# %% ../book/04_commit_log.ipynb #aa050483
+# %% ../book/04_commit_log.ipynb #5ca04157
 import threading, time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +44,7 @@ class PutResult:
         "The offset message id the broker returns (computed on demand: it is not free)."
         return create_message_id(self.store_host, self.commit_log_offset)
 
-# %% ../book/04_commit_log.ipynb #6e328eab
+# %% ../book/04_commit_log.ipynb #9406a5f7
 def needs_roll(record_size: int, free_space: int) -> bool:
     "RocketMQ's rule: a record is written only if it leaves room for an 8-byte blank."
     return record_size + END_FILE_MIN_BLANK_LENGTH > free_space
@@ -54,7 +54,7 @@ def seal_with_blank(mf) -> None:
     free = mf.free_space()
     mf.seal(encode_blank(free) if free >= END_FILE_MIN_BLANK_LENGTH else b"")
 
-# %% ../book/04_commit_log.ipynb #fd20d7ea
+# %% ../book/04_commit_log.ipynb #fa2a19a2
 def flush_until(mfq: MappedFileQueue, target: int, least_pages: int = 0) -> bool:
     "Flush file by file until `flushed_where >= target`; True when it got there."
     while mfq.flushed_where < target:
@@ -70,7 +70,7 @@ class GroupCommitRequest:
     def wait(self, timeout_s: float) -> bool:
         return self.done.wait(timeout_s) and self.ok
 
-# %% ../book/04_commit_log.ipynb #a2643244
+# %% ../book/04_commit_log.ipynb #8a86511e
 class FlushService(threading.Thread):
     "The commit log's flush thread: async (least-pages rule) or sync group commit."
 
@@ -127,7 +127,7 @@ class FlushService(threading.Thread):
                 self._flush_round(0)
                 return
 
-# %% ../book/04_commit_log.ipynb #45b99d73
+# %% ../book/04_commit_log.ipynb #01d30e95
 def read_record_at(mfq: MappedFileQueue, offset: int, max_offset: int, check_crc: bool = True):
     "Decode the record starting at `offset` (StoredMessage) or raise a specific error."
     if offset < mfq.min_offset or offset >= max_offset:
@@ -143,7 +143,7 @@ def read_record_at(mfq: MappedFileQueue, offset: int, max_offset: int, check_crc
         raise NotARecordStartError(f"no message starts at offset {offset} ({r.status.name}: {why})")
     return r.message
 
-# %% ../book/04_commit_log.ipynb #0f4320d0
+# %% ../book/04_commit_log.ipynb #e145e08f
 def walk_log(mfq: MappedFileQueue, start: int | None = None, end: int | None = None,
              check_crc: bool = False, read_body: bool = False):
     "Yield (offset, StoredMessage) from `start` to `end`; the generator's return value is (stop offset, status)."
@@ -171,7 +171,7 @@ def walk_log(mfq: MappedFileQueue, start: int | None = None, end: int | None = N
         return offset + pos, status
     return offset, RecordStatus.END
 
-# %% ../book/04_commit_log.ipynb #4342a16b
+# %% ../book/04_commit_log.ipynb #dcaa6144
 class CommitLog:
     "The commit log: one append-only record stream over fixed-size segments."
 

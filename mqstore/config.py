@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
-# %% ../book/04_commit_log.ipynb #278a84fc
+# %% ../book/04_commit_log.ipynb #d24578e8
 from dataclasses import dataclass, field, replace
 from .errors import ConfigError
 
