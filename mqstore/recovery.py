@@ -3,9 +3,9 @@
 # %% auto #0
 __all__ = ['RecoveryStarted', 'SegmentChecked', 'SegmentChosen', 'RecordChecked', 'WalkStopped', 'Truncated', 'Redispatched',
            'IndexFilesDropped', 'walk_segments', 'truncate_commit_log', 'recover_normally', 'segment_matches',
-           'choose_abnormal_start', 'recover_abnormally']
+           'choose_abnormal_start', 'recover_abnormally', 'clip_positions', 'clip_queue', 'recover_read_only']
 
-# %% ../book/07_recovery.ipynb #ba631ac4
+# %% ../book/07_recovery.ipynb #ec127eeb
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class IndexFilesDropped:
     names: tuple
     replay_from: int           # where the replay must start to rebuild them
 
-# %% ../book/07_recovery.ipynb #fc91ffb4
+# %% ../book/07_recovery.ipynb #2fa031b8
 from .message import check_record, RecordStatus
 
 def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None):
@@ -90,7 +90,7 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
             observer(WalkStopped(base + pos, status.name, reason))
         return base + pos, status, reason
 
-# %% ../book/07_recovery.ipynb #96d364e9
+# %% ../book/07_recovery.ipynb #ce55a31d
 def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     "Drop the commit log from `process_offset` on, and report how much went."
     mfq = commit_log.mfq
@@ -99,7 +99,7 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     if observer is not None:
         observer(Truncated("commitlog", process_offset))
 
-# %% ../book/07_recovery.ipynb #e58184cc
+# %% ../book/07_recovery.ipynb #f91ab146
 def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
     "RocketMQ 4.x normal recovery of the commit log; return the process offset."
     files = commit_log.mfq.files
@@ -114,7 +114,7 @@ def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #9dacb899
+# %% ../book/07_recovery.ipynb #bd949316
 def segment_matches(mf, min_timestamp: int, check_crc: bool = True):
     "(accepted, first store timestamp, reason) for a segment as an abnormal-recovery start."
     with mf.view(0, mf.wrote_position) as buf:
@@ -143,7 +143,7 @@ def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True
         observer(SegmentChosen(files[0].name, 0, "no segment is older than the checkpoint: replay all"))
     return 0
 
-# %% ../book/07_recovery.ipynb #5c35126a
+# %% ../book/07_recovery.ipynb #612bd49d
 def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bool = True,
                        observer=None, not_after: int | None = None) -> int:
     "RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate."
@@ -170,4 +170,46 @@ def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bo
     if observer is not None:
         observer(Redispatched(count, first, process))
     truncate_commit_log(commit_log, process, observer)
+    return process
+
+# %% ../book/07_recovery.ipynb #f476d1a4
+import numpy as np
+from .consume_queue import CQ_UNIT_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
+
+def clip_positions(mfq, offset: int) -> None:
+    "In memory only: make `offset` the end of a segment queue, as truncation would, writing nothing."
+    for mf in mfq.files:
+        mf.set_positions(min(max(offset - mf.file_from_offset, 0), mf.file_size))
+    mfq.flushed_where = mfq.committed_where = offset
+
+def clip_queue(q, phy_end: int) -> int:
+    "In memory only: the valid units of a consume queue that point below `phy_end`; returns the end position."
+    files = q.mfq.files
+    end = q.mfq.min_offset
+    for i in range(max(0, len(files) - 3), len(files)):
+        mf = files[i]
+        u = np.frombuffer(bytes(mf._mm[:mf.file_size]), dtype=CQ_UNIT_DTYPE)
+        ok = (u["offset"] >= 0) & (u["size"] > 0) & ((u["offset"] < phy_end) | (u["size"] == FILLER_SIZE))
+        n = int(np.argmin(ok)) if not ok.all() else len(u)
+        end = mf.file_from_offset + n * CQ_STORE_UNIT_SIZE
+        if n < len(u):
+            break
+    clip_positions(q.mfq, end)
+    q.max_physic_offset = q._last_real_end()
+    return end
+
+def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=None) -> int:
+    "Normal recovery's walk, with the commit log and queues clipped in memory instead of truncated."
+    files = commit_log.mfq.files
+    if observer is not None:
+        observer(RecoveryStarted("read-only", len(files), 0, commit_log.mfq.min_offset, commit_log.mfq.file_size))
+    if not files:
+        return 0
+    start = max(0, len(files) - 3)
+    if observer is not None:
+        observer(SegmentChosen(files[start].name, start, "third-last segment: read-only walk"))
+    process, _, _ = walk_segments(commit_log.mfq, start, check_crc, observer)
+    clip_positions(commit_log.mfq, process)
+    for _, q in cq_store:
+        clip_queue(q, process)
     return process

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['STORE_ENTRIES', 'FlushConsumeQueueService', 'check_store_root', 'plugin_calls', 'MessageStore']
 
-# %% ../book/07_recovery.ipynb #fe5063da
+# %% ../book/07_recovery.ipynb #d9d0cd13
 import os, threading, time, warnings
 from pathlib import Path
 from .checkpoint import (StoreCheckpoint, StoreLock, create_abort_file, remove_abort_file,
@@ -14,7 +14,8 @@ from .consume_queue import ConsumeQueueStore, get_messages
 from .dispatch import ReputService, request_from_message
 from .errors import NotAStoreError, StoreClosedError
 from .index import IndexService
-from .recovery import (recover_normally, recover_abnormally, Truncated, IndexFilesDropped)
+from .recovery import (recover_normally, recover_abnormally, recover_read_only, Truncated,
+                               IndexFilesDropped)
 
 class FlushConsumeQueueService(threading.Thread):
     "Flush consume queues periodically; on thorough rounds publish logicsMsgTimestamp and flush the checkpoint."
@@ -44,7 +45,7 @@ class FlushConsumeQueueService(threading.Thread):
         self._done.set()
         self.join()
 
-# %% ../book/07_recovery.ipynb #720956ae
+# %% ../book/07_recovery.ipynb #4f9a3d04
 STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "abort", "abort.bak", "lock",
                  "config", "transaction", "consumequeue_ext", "batchconsumequeue", "timerwheel",
                  "timerlog", "timermetrics", "compaction", "rocksdbstore"}
@@ -65,12 +66,12 @@ def check_store_root(root: Path, create: bool) -> None:
     if not names and not create:
         raise NotAStoreError(f"{root} is empty: there is no store to open read-only", root)
 
-# %% ../book/07_recovery.ipynb #d9a3fb35
+# %% ../book/07_recovery.ipynb #1ae96c46
 def plugin_calls(plugins, method: str):
     "The bound `method` of every plugin that has it, in order."
     return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
 
-# %% ../book/07_recovery.ipynb #b7887b49
+# %% ../book/07_recovery.ipynb #25f52b65
 class MessageStore:
     "A RocketMQ store: commit log, consume queues, index, checkpoint; start-up, recovery, shutdown."
 
@@ -115,7 +116,7 @@ class MessageStore:
     def load(self) -> None:
         cfg = self.config
         self.last_exit_ok = last_exit_ok(self.root)
-        self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
+        self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=self.read_only)
         hooks = plugin_calls(self.plugins, "queue_offset_hook")
         self.commit_log = CommitLog(self.root, cfg, clock=self.clock, checkpoint=self.checkpoint,
                                     read_only=self.read_only, queue_offset_hook=hooks[0] if hooks else None).load()
@@ -124,7 +125,7 @@ class MessageStore:
                                   max_msgs_num_batch=cfg.max_msgs_num_batch,
                                   on_file_full=self._index_file_full)
         self.dropped_index_from = None
-        if not self.last_exit_ok:
+        if not self.last_exit_ok and not self.read_only:
             self.dropped_index_from = self._drop_newer_index_files()
         self.index.load(True)
         for attach in plugin_calls(self.plugins, "attach"):
@@ -168,6 +169,11 @@ class MessageStore:
 
     def recover(self) -> None:
         cfg = self.config
+        if self.read_only:
+            self.recovered_offset = recover_read_only(self.commit_log, self.cq_store, cfg.check_crc_on_recover,
+                                                      self.observer)
+            self.commit_log.topic_queue_table = self.cq_store.topic_queue_table()
+            return
         self.cq_store.recover()
         if self.last_exit_ok:
             process = recover_normally(self.commit_log, cfg.check_crc_on_recover, self.observer)
@@ -189,6 +195,9 @@ class MessageStore:
 
     # -- start
     def start(self) -> None:
+        if self.read_only:
+            self.closed = False
+            return
         reput_from = max(self.cq_store.max_physic_offset, self.commit_log.min_offset)
         self.reput = ReputService(self.commit_log, self._dispatchers(), from_offset=reput_from)
         self.reput.dispatch_until()                       # catch up before taking puts
@@ -295,7 +304,8 @@ class MessageStore:
             self.commit_log.mfq.close()
         if self.checkpoint is not None:
             self.checkpoint.close()
-        self.lock.release()
+        if not self.read_only:
+            self.lock.release()
 
     def __enter__(self):
         return self

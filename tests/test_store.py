@@ -249,3 +249,37 @@ def test_random_crashes_keep_everything_valid(tmp_path_factory, n1, n2, clean_fi
         for (t, q), rs in per_queue.items():
             got = store.get(t, q, 0, 1000).messages
             assert [m.commit_log_offset for m in got] == [r.commit_log_offset for r in rs]
+
+
+def digest(root):
+    import hashlib
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(root).rglob("*")) if p.is_file()}
+
+
+def test_read_only_open_changes_nothing(tmp_path):
+    ck = clock()
+    store = MessageStore.open(tmp_path, CFG, clock=ck)
+    sent = fill(store, 80)
+    store.wait_dispatched()
+    crash(store)
+    t, q, key, last = sent[-1]
+    tear(tmp_path, last, CFG.commit_log_file_size)
+    before = digest(tmp_path)
+    events = []
+    with MessageStore.open(tmp_path, CFG, observer=events.append, read_only=True) as ro:
+        assert of(events, RecoveryStarted)[0].mode == "read-only"
+        assert ro.commit_log.max_offset == last.commit_log_offset
+        for t2, q2, key2, r in sent[:-1]:
+            assert [m.commit_log_offset for m in ro.query(t2, key2)] == [r.commit_log_offset]
+        assert ro.get(t, q, last.queue_offset, 1).messages == []
+        from mqstore.errors import ReadOnlyStoreError
+        with pytest.raises(ReadOnlyStoreError):
+            ro.put(Message("A", b"x"))
+    assert digest(tmp_path) == before
+
+
+def test_read_only_needs_an_existing_store(tmp_path):
+    with pytest.raises(NotAStoreError):
+        MessageStore.open(tmp_path / "missing", CFG, read_only=True)
+    assert not (tmp_path / "missing").exists()
