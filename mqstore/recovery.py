@@ -5,7 +5,7 @@ __all__ = ['RecoveryStarted', 'SegmentChecked', 'SegmentChosen', 'RecordChecked'
            'IndexFilesDropped', 'walk_segments', 'truncate_commit_log', 'recover_normally', 'segment_matches',
            'choose_abnormal_start', 'recover_abnormally', 'clip_positions', 'clip_queue', 'recover_read_only']
 
-# %% ../book/07_recovery.ipynb #ec127eeb
+# %% ../book/07_recovery.ipynb #5ec2a1fd
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class IndexFilesDropped:
     names: tuple
     replay_from: int           # where the replay must start to rebuild them
 
-# %% ../book/07_recovery.ipynb #2fa031b8
+# %% ../book/07_recovery.ipynb #892e5158
 from .message import check_record, RecordStatus
 
 def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None):
@@ -90,7 +90,7 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
             observer(WalkStopped(base + pos, status.name, reason))
         return base + pos, status, reason
 
-# %% ../book/07_recovery.ipynb #ce55a31d
+# %% ../book/07_recovery.ipynb #d10effe7
 def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     "Drop the commit log from `process_offset` on, and report how much went."
     mfq = commit_log.mfq
@@ -99,7 +99,7 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     if observer is not None:
         observer(Truncated("commitlog", process_offset))
 
-# %% ../book/07_recovery.ipynb #f91ab146
+# %% ../book/07_recovery.ipynb #6c9ec874
 def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
     "RocketMQ 4.x normal recovery of the commit log; return the process offset."
     files = commit_log.mfq.files
@@ -114,7 +114,7 @@ def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #bd949316
+# %% ../book/07_recovery.ipynb #c8ed15c9
 def segment_matches(mf, min_timestamp: int, check_crc: bool = True):
     "(accepted, first store timestamp, reason) for a segment as an abnormal-recovery start."
     with mf.view(0, mf.wrote_position) as buf:
@@ -143,7 +143,7 @@ def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True
         observer(SegmentChosen(files[0].name, 0, "no segment is older than the checkpoint: replay all"))
     return 0
 
-# %% ../book/07_recovery.ipynb #612bd49d
+# %% ../book/07_recovery.ipynb #51cda695
 def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bool = True,
                        observer=None, not_after: int | None = None) -> int:
     "RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate."
@@ -172,7 +172,7 @@ def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bo
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #f476d1a4
+# %% ../book/07_recovery.ipynb #2f4b0d21
 import numpy as np
 from .consume_queue import CQ_UNIT_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
 

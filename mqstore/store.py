@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['STORE_ENTRIES', 'FlushConsumeQueueService', 'check_store_root', 'plugin_calls', 'MessageStore']
 
-# %% ../book/07_recovery.ipynb #d9d0cd13
+# %% ../book/07_recovery.ipynb #d6f4f6eb
 import os, threading, time, warnings
 from pathlib import Path
 from .checkpoint import (StoreCheckpoint, StoreLock, create_abort_file, remove_abort_file,
@@ -45,7 +45,7 @@ class FlushConsumeQueueService(threading.Thread):
         self._done.set()
         self.join()
 
-# %% ../book/07_recovery.ipynb #4f9a3d04
+# %% ../book/07_recovery.ipynb #0a3af957
 STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "abort", "abort.bak", "lock",
                  "config", "transaction", "consumequeue_ext", "batchconsumequeue", "timerwheel",
                  "timerlog", "timermetrics", "compaction", "rocksdbstore"}
@@ -66,12 +66,12 @@ def check_store_root(root: Path, create: bool) -> None:
     if not names and not create:
         raise NotAStoreError(f"{root} is empty: there is no store to open read-only", root)
 
-# %% ../book/07_recovery.ipynb #1ae96c46
+# %% ../book/07_recovery.ipynb #7207b6f8
 def plugin_calls(plugins, method: str):
     "The bound `method` of every plugin that has it, in order."
     return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
 
-# %% ../book/07_recovery.ipynb #25f52b65
+# %% ../book/07_recovery.ipynb #e3d3fd76
 class MessageStore:
     "A RocketMQ store: commit log, consume queues, index, checkpoint; start-up, recovery, shutdown."
 
@@ -121,7 +121,9 @@ class MessageStore:
         self.commit_log = CommitLog(self.root, cfg, clock=self.clock, checkpoint=self.checkpoint,
                                     read_only=self.read_only, queue_offset_hook=hooks[0] if hooks else None).load()
         self.cq_store = ConsumeQueueStore(self.root, cfg.consume_queue_units).load()
-        self.index = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries, clock=self.clock,
+        self._indexing_ts = 0
+        self.index = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries,
+                                  clock=lambda: self._indexing_ts or self.clock(),
                                   max_msgs_num_batch=cfg.max_msgs_num_batch,
                                   on_file_full=self._index_file_full)
         self.dropped_index_from = None
@@ -137,17 +139,23 @@ class MessageStore:
         folder = self.root / "index"
         if not folder.is_dir():
             return None
-        dropped, first = [], None
+        dropped, first, kept_end = [], None, 0
         for p in sorted(folder.iterdir()):
             if len(p.name) != 17 or not p.name.isdigit():
                 continue
+            if p.stat().st_size == 0:          # killed between creating and sizing it (chapter 8)
+                dropped.append(p.name)
+                p.unlink()
+                continue
             f = IndexFile(p, self.config.index_slots, self.config.index_entries)
-            if f.end_timestamp > self.checkpoint.index_msg_timestamp:
-                if f.index_count > 1:          # it held entries that the replay must rebuild
-                    first = f.begin_phy_offset if first is None else min(first, f.begin_phy_offset)
+            never_flushed = f.end_timestamp == 0    # a zero header after a power cut (chapter 8)
+            if never_flushed or f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                if f.index_count > 1 or never_flushed:   # it held entries that the replay must rebuild
+                    first = kept_end if first is None else first
                 dropped.append(p.name)
                 f.destroy()
             else:
+                kept_end = f.end_phy_offset    # the index is complete up to here
                 f.close()
         if dropped:
             self._emit(IndexFilesDropped(tuple(dropped), first))
@@ -158,8 +166,13 @@ class MessageStore:
         self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, end_timestamp)
 
     # -- recover
+    def _build_index(self, req) -> int:
+        "Index a record; a new index file is named by the store time of the record that opens it."
+        self._indexing_ts = req.store_timestamp
+        return self.index.build_index(req)
+
     def _dispatchers(self):
-        return ([self.cq_store.dispatch] + ([self.index.build_index] if self.config.message_index_enable else [])
+        return ([self.cq_store.dispatch] + ([self._build_index] if self.config.message_index_enable else [])
                 + plugin_calls(self.plugins, "dispatch"))
 
     def _redispatch(self, message) -> None:
