@@ -40,7 +40,9 @@ test-fast: install
 
 bench: install
 	@mkdir -p benchmarks/results
+	@rm -f benchmarks/results/latest.csv
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@echo "The rows are in benchmarks/results/latest.csv"
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis benchmarks/results/*.csv

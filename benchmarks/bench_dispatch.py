@@ -77,7 +77,7 @@ def bulk(root: Path, log):
         with mf.view(0, mf.read_position) as buf:
             t0 = time.perf_counter()
             h, _, _ = scan_segment(buf)
-            batch = decode_segment_batch(buf, h)
+            batch = decode_segment_batch(buf, h, strings=False)
             t1 = time.perf_counter()
             build_consume_queues_bulk(cqs, batch)
             idx.build_index_bulk(batch)
@@ -90,15 +90,15 @@ def bulk(root: Path, log):
     return n, t_scan, t_build
 
 
-def query_latency(root: Path):
+def query_latency(root: Path, slots: int = 500_000, entries: int = 2_000_000, samples: int | None = None):
     "p50 / p99 of IndexService.query over one full file (500,000 slots, 2,000,000 entries)."
-    slots, entries = 500_000, 2_000_000
     svc = IndexService(root / "qindex", slots, entries, clock=lambda: 1_700_000_000_000)
     keys = [f"BenchTopic#key-{i}" for i in range(entries - 1)]
     svc.put_bulk(index_key_hashes(keys), np.arange(entries - 1) * 100, 1_700_000_000_000 + np.arange(entries - 1))
     assert svc.files[-1].is_full()
     rng = random.Random(3)
-    sample = [rng.randrange(entries - 1) for _ in range(int(20_000 * max(scale(), 0.05)))]
+    samples = int(20_000 * max(scale(), 0.05)) if samples is None else samples
+    sample = [rng.randrange(entries - 1) for _ in range(samples)]
     lat = []
     for i in sample:
         t0 = time.perf_counter()
@@ -125,7 +125,9 @@ def main():
         end_to_end = rate(n, t_scan + t_build)
         builders = rate(n, t_build)
         report(bench, [
-            ("bulk rebuild, scan+decode+build (msg/s)", end_to_end, "per-record reput path", slow, "target >= 2M msg/s"),
+            ("bulk rebuild, scan+decode+build (msg/s)", end_to_end, "target 2 M msg/s", 2_000_000.0,
+             "target >= 1x"),
+            ("bulk rebuild, scan+decode+build (msg/s)", end_to_end, "per-record reput path", slow, "speed-up"),
             ("bulk builders only, CQ+index (msg/s)", builders, "per-record reput path", slow, "given scan output"),
         ])
         report("bench_dispatch: key query over a full index file (500,000 slots, 2,000,000 entries)", [

@@ -4,7 +4,7 @@
 __all__ = ['CHECKPOINT_SIZE', 'read_checkpoint_fields', 'StoreCheckpoint', 'abort_path', 'create_abort_file', 'remove_abort_file',
            'last_exit_ok', 'StoreLock']
 
-# %% ../book/04_commit_log.ipynb #b83ad5a9
+# %% ../book/04_commit_log.ipynb #663ba7c8
 import mmap, os, struct
 from pathlib import Path
 from .errors import CorruptFileError, StoreLockedError, ReadOnlyStoreError
@@ -21,7 +21,7 @@ def read_checkpoint_fields(data: bytes) -> dict:
     values = struct.unpack_from(">5q", data, 0)
     return dict(zip(_FIELDS, values))
 
-# %% ../book/04_commit_log.ipynb #9f1a19fe
+# %% ../book/04_commit_log.ipynb #250922d1
 class StoreCheckpoint:
     "The `checkpoint` file (RocketMQ's `StoreCheckpoint`): five longs in a 4,096-byte map."
 
@@ -78,7 +78,7 @@ class StoreCheckpoint:
     def __repr__(self):
         return ("StoreCheckpoint(" + ", ".join(f"{k}={getattr(self, k)}" for k in _FIELDS[:3]) + ")")
 
-# %% ../book/04_commit_log.ipynb #bd740e08
+# %% ../book/04_commit_log.ipynb #56c02be6
 import fcntl
 
 def abort_path(root) -> Path: return Path(root) / "abort"

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
-# %% ../book/04_commit_log.ipynb #d24578e8
+# %% ../book/04_commit_log.ipynb #8aa685c5
 from dataclasses import dataclass, field, replace
 from .errors import ConfigError
 
@@ -32,7 +32,7 @@ class StoreConfig:
     max_msgs_num_batch: int = 64                # cap of an index query
     store_host: tuple = ("127.0.0.1", 10911)
     file_reserved_hours: int = 72
-    warm_mapped_file: bool = False
+    warm_mapped_file: bool = False              # pre-create and warm the next segment (AllocateService)
 
     def __post_init__(self):
         if self.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):

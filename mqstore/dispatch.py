@@ -2,9 +2,10 @@
 
 # %% auto #0
 __all__ = ['DispatchRequest', 'request_from_message', 'read_dispatch_request', 'DispatchEvent', 'dispatch_range', 'ReputService',
-           'scan_property', 'scan_topic_ids', 'SegmentBatch', 'decode_segment_batch', 'build_consume_queues_bulk']
+           'property_spans', 'span_strings', 'span_java_hashes', 'scan_property', 'scan_topic_ids', 'SegmentBatch',
+           'index_key_columns', 'decode_segment_batch', 'build_consume_queues_bulk']
 
-# %% ../book/05_dispatch.ipynb #b78087c5
+# %% ../book/05_dispatch.ipynb #30e7f339
 import re, threading, time
 from dataclasses import dataclass, field
 import numpy as np
@@ -56,7 +57,7 @@ def read_dispatch_request(buf, pos: int = 0) -> DispatchRequest:
     fits = r.status is RecordStatus.TORN and 0 < r.size <= len(buf) - pos
     return DispatchRequest(msg_size=r.size if fits else -1, success=False, status=r.status, reason=r.reason)
 
-# %% ../book/05_dispatch.ipynb #d37f711d
+# %% ../book/05_dispatch.ipynb #36de21b0
 @dataclass(frozen=True)
 class DispatchEvent:
     "What the reput loop did at an offset: 'dispatched', 'blank', 'skipped' or 'stopped'."
@@ -105,7 +106,7 @@ def dispatch_range(commit_log, from_offset: int, dispatchers, to_offset: int | N
             break
     return offset
 
-# %% ../book/05_dispatch.ipynb #f883c930
+# %% ../book/05_dispatch.ipynb #cb511b71
 class ReputService:
     "Follows the commit log and dispatches new records (RocketMQ's ReputMessageService)."
 
@@ -174,31 +175,138 @@ class ReputService:
         self.stop()
         self.dispatch_until()
 
-# %% ../book/05_dispatch.ipynb #56a4c0b6
+# %% ../book/05_dispatch.ipynb #dd779447
+from .message import java_string_hash
+
+_INV31 = pow(31, -1, 1 << 32)
+
+def _separator_positions(data, pp, pe, wide: int = 512, chunk: int = 1 << 15):
+    """Positions of the bytes 1 and 2 inside the records' properties [pp, pe), in order.
+
+    Properties of up to `wide` bytes are read as rows of a strided view (one short copy each)
+    and searched as a matrix; longer ones (rare) one by one."""
+    n = len(pp)
+    plen = pe - pp
+    found = []
+    small = np.flatnonzero(plen <= wide)
+    for c in range(0, len(small), chunk):
+        rows = small[c:c + chunk]
+        a, k = pp[rows], plen[rows]
+        w = int(k.max()) if len(k) else 0
+        if w == 0:
+            continue
+        if int(a.max()) + w <= len(data):
+            grid = np.lib.stride_tricks.as_strided(data, (len(data) - w + 1, w), (1, 1), writeable=False)[a]
+        else:
+            grid = data[np.minimum(a[:, None] + np.arange(w), len(data) - 1)]
+        hit = ((grid - np.uint8(1)) < 2) & (np.arange(w) < k[:, None])     # uint8 wraps: 0 - 1 = 255
+        r, col = np.nonzero(hit)
+        found.append(a[r] + col)
+    big = np.flatnonzero(plen > wide)
+    for r in big.tolist():
+        seg = data[pp[r]:pe[r]]
+        found.append(np.flatnonzero((seg - np.uint8(1)) < 2) + pp[r])
+    at = np.concatenate(found) if found else np.zeros(0, np.int64)
+    if len(big):
+        at = np.sort(at)
+    two = data[at] == 2
+    return at[~two], at[two]
+
+def property_spans(buf, headers, names) -> dict:
+    """{name: (start, length)} of each property's value for every record (length -1: absent or empty).
+
+    The same values as `decode_properties` on each record, found with numpy over the whole buffer."""
+    n = len(headers)
+    out = {name: (np.zeros(n, np.int64), np.full(n, -1, np.int64)) for name in names}
+    if n == 0:
+        return out
+    pp = headers["props_pos"].astype(np.int64)
+    pe = pp + headers["props_len"].astype(np.int64)
+    lo, hi = int(pp.min()), int(pe.max())
+    data = np.frombuffer(buf, np.uint8)
+    try:
+        s1, s2 = _separator_positions(data, pp, pe)
+        starts = np.sort(np.concatenate([pp, s2 + 1]))          # every piece, of every record
+        ends = np.sort(np.concatenate([s2, pe]))
+        first = np.searchsorted(s1, starts)                      # the first \x01 at or after the start
+        has = first < len(s1)
+        sep = s1[np.minimum(first, len(s1) - 1)] if len(s1) else np.full(len(starts), -1, np.int64)
+        name_len = sep - starts
+        ok = has & (sep < ends) & (name_len > 0) & (name_len < ends - starts - 1)
+        rec = np.searchsorted(pp, starts, side="right") - 1
+        for name in names:
+            want = np.frombuffer(name.encode(), np.uint8)
+            cand = np.flatnonzero(ok & (name_len == len(want)))
+            if len(cand):
+                cols = data[starts[cand][:, None] + np.arange(len(want))]
+                cand = cand[(cols == want).all(axis=1)]
+            if not len(cand):
+                continue
+            r = rec[cand]
+            if len(r) > 1 and not (np.diff(r) > 0).all():    # a name twice in a record: the last pair wins
+                cand = cand[len(r) - 1 - np.unique(r[::-1], return_index=True)[1]]
+            vstart, vlen = out[name]
+            vstart[rec[cand]] = sep[cand] + 1
+            vlen[rec[cand]] = ends[cand] - sep[cand] - 1
+    finally:
+        del data
+    return out
+
+def span_strings(buf, start, length) -> list:
+    "The spans as str (UTF-8, errors replaced), None where length < 0."
+    with memoryview(buf) as mv:
+        return [None if k < 0 else str(mv[a:a + k], "utf-8", "replace")
+                for a, k in zip(start.tolist(), length.tolist())]
+
+def span_java_hashes(buf, start, length, chunk: int = 1 << 16, wide=None) -> np.ndarray:
+    """Java String.hashCode (int64, as int32 values) of the UTF-8 strings at the spans; 0 where length <= 0.
+
+    Spans that are not ASCII are hashed from their decoded text; their indexes are appended
+    to the list `wide` when one is given."""
+    start, length = np.asarray(start, np.int64), np.asarray(length, np.int64)
+    out = np.zeros(len(start), np.int64)
+    todo = np.flatnonzero(length > 0)
+    if not len(todo):
+        return out
+    data = np.frombuffer(buf, np.uint8)
+    try:
+        for c in range(0, len(todo), chunk):
+            rows = todo[c:c + chunk]
+            a, k = start[rows], length[rows]
+            w = int(k.max())
+            cols = np.arange(w)
+            if int(a.max()) + w <= len(data):     # rows of a strided view: one short copy per span
+                grid = np.lib.stride_tricks.as_strided(data, (len(data) - w + 1, w), (1, 1),
+                                                       writeable=False)[a]
+            else:
+                grid = data[np.minimum(a[:, None] + cols, len(data) - 1)]
+            inside = cols < k[:, None]
+            grid = np.where(inside, grid, 0).astype(np.uint32)
+            h = np.zeros(len(rows), np.uint32)
+            for j in range(w):
+                h *= np.uint32(31)
+                h += grid[:, j]
+            inv = np.array([pow(_INV31, e, 1 << 32) for e in range(w + 1)], np.uint64)
+            h = ((h.astype(np.uint64) * inv[w - k]) & 0xFFFFFFFF).astype(np.uint32)
+            out[rows] = h.view(np.int32)
+            for i in np.flatnonzero((grid >= 0x80).any(axis=1)).tolist():   # not ASCII: the decoded text
+                r = int(rows[i])
+                if wide is not None:
+                    wide.append(r)
+                text = bytes(data[start[r]:start[r] + length[r]]).decode("utf-8", "replace")
+                out[r] = java_string_hash(text)
+    finally:
+        del data
+    return out
+
+# %% ../book/05_dispatch.ipynb #8b87cf75
 def scan_property(buf, headers, name: str) -> list:
     """The value of one property for every scanned record (None when absent or empty).
 
-    One regular-expression pass over the whole buffer finds `name\\x01value\\x02`; numpy keeps
-    the matches that start a pair inside a record's properties (a body may hold the same bytes)."""
-    out = [None] * len(headers)
-    if not len(headers):
-        return out
-    pat = re.compile(re.escape(name.encode()) + rb"\x01([^\x02]*)\x02")
-    lo = int(headers["props_pos"].min())
-    hi = int((headers["props_pos"] + headers["props_len"]).max())
-    found = [(m.start(), m.group(1)) for m in pat.finditer(buf, lo, hi)]
-    if not found:
-        return out
-    starts = np.fromiter((s for s, _ in found), np.int64, len(found))
-    pp, pl = headers["props_pos"].astype(np.int64), headers["props_len"].astype(np.int64)
-    rec = np.searchsorted(pp, starts, side="right") - 1
-    ok = (rec >= 0) & (starts < pp[rec] + pl[rec])
-    prev_byte = np.frombuffer(buf, np.uint8)[np.maximum(starts - 1, 0)]
-    ok &= (starts == pp[rec]) | (prev_byte == 2)
-    for i in np.flatnonzero(ok).tolist():
-        value = found[i][1]
-        out[rec[i]] = value.decode("utf-8", "replace") if value else None
-    return out
+    `property_spans` finds the values with numpy (no per-record parsing); only the strings
+    are made one by one."""
+    start, length = property_spans(buf, headers, [name])[name]
+    return span_strings(buf, start, length)
 
 def scan_topic_ids(buf, headers):
     "(topic id per record, list of topic names): records grouped by topic without decoding each."
@@ -218,7 +326,7 @@ def scan_topic_ids(buf, headers):
     names = [bytes(grid[i, :tl[i]]).decode("utf-8", "replace") for i in first.tolist()]
     return ids.reshape(-1).astype(np.int64), names
 
-# %% ../book/05_dispatch.ipynb #5f98189d
+# %% ../book/05_dispatch.ipynb #aa5abf6e
 @dataclass
 class SegmentBatch:
     "The decoded columns of a scanned segment that dispatch needs (one row per record)."
@@ -226,24 +334,78 @@ class SegmentBatch:
     topic_ids: np.ndarray
     topics: list
     tags_codes: np.ndarray
-    keys: list
-    uniq_keys: list
+    keys: list | None                       # KEYS per record (None: not asked for, strings=False)
+    uniq_keys: list | None
+    index_rows: np.ndarray | None = None    # the record of every index key, in the order build_index puts them
+    index_hashes: np.ndarray | None = None  # and its hash (chapter 6's index_key_hash of "topic#key")
 
-def decode_segment_batch(buf, headers) -> SegmentBatch:
-    "Topics, tags codes, KEYS and UNIQ_KEY of every record of a `scan_segment` result."
+def _key_pieces(data, start, length):
+    "Split spans on single spaces: (span index, piece start, piece length) of the non-empty pieces, in order."
+    rows = np.flatnonzero(length > 0)
+    a, e = start[rows], start[rows] + length[rows]
+    if not len(rows):
+        return rows, a, a
+    lo, hi = int(a.min()), int(e.max())
+    sp = np.flatnonzero(data[lo:hi] == 0x20) + lo
+    r = np.searchsorted(a, sp, side="right") - 1
+    sp = sp[(r >= 0) & (sp < e[np.maximum(r, 0)])]
+    ps = np.sort(np.concatenate([a, sp + 1]))
+    pe = np.sort(np.concatenate([sp, e]))
+    keep = pe > ps
+    ps, pe = ps[keep], pe[keep]
+    return rows[np.searchsorted(a, ps, side="right") - 1], ps, pe - ps
+
+def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
+    """(record, hash) of every index key of a segment, in build order: per record topic#UNIQ_KEY,
+    then topic#k for each non-empty piece of KEYS; the hash is chapter 6's index_key_hash.
+
+    hash(topic + "#" + key) = hash(topic + "#") * 31^len(key) + hash(key) (mod 2^32), so only the keys'
+    own spans are hashed, and the prefix once per topic."""
+    data = np.frombuffer(buf, np.uint8)
+    try:
+        u_rows = np.flatnonzero(uniq_span[1] > 0)
+        k_rows, k_start, k_len = _key_pieces(data, *keys_span)
+    finally:
+        del data
+    rows = np.concatenate([u_rows, k_rows])
+    start = np.concatenate([uniq_span[0][u_rows], k_start])
+    length = np.concatenate([uniq_span[1][u_rows], k_len])
+    order = np.lexsort((start, np.concatenate([np.zeros(len(u_rows)), np.ones(len(k_rows))]), rows))
+    rows, start, length = rows[order], start[order], length[order]
+    wide = []
+    kh = span_java_hashes(buf, start, length, wide=wide).astype(np.uint64) & 0xFFFFFFFF
+    prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in topics], np.uint64)
+    maxlen = int(length.max()) if len(length) else 0
+    pow31 = np.array([pow(31, e, 1 << 32) for e in range(maxlen + 1)], np.uint64)
+    tid = topic_ids[rows] if len(rows) else np.zeros(0, np.int64)
+    h = (prefix[tid] * pow31[length] + kh) & 0xFFFFFFFF
+    h = h.astype(np.uint32).view(np.int32).astype(np.int64)
+    if wide:                                   # not ASCII: the UTF-16 length differs, hash the whole key
+        with memoryview(buf) as mv:
+            for i in wide:
+                key = str(mv[start[i]:start[i] + length[i]], "utf-8", "replace")
+                h[i] = java_string_hash(topics[int(tid[i])] + "#" + key)
+    h = np.abs(h)
+    h[h == 1 << 31] = 0                        # index_key_hash: abs, Integer.MIN_VALUE -> 0
+    return rows, h
+
+def decode_segment_batch(buf, headers, strings: bool = True) -> SegmentBatch:
+    """Topics, tags codes, KEYS and UNIQ_KEY of every record of a `scan_segment` result, and the
+    hashes of every index key. With `strings=False`, KEYS and UNIQ_KEY stay spans (no str per record)."""
     ids, topics = scan_topic_ids(buf, headers)
-    tags = scan_property(buf, headers, PROPERTY_TAGS)
-    cache = {}
-    codes = np.fromiter((0 if t is None else cache[t] if t in cache else cache.setdefault(t, tags_code(t))
-                         for t in tags), np.int64, len(tags))
+    spans = property_spans(buf, headers, (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
+    codes = span_java_hashes(buf, *spans[PROPERTY_TAGS])
     if SCHEDULE_TOPIC in topics:             # delayed messages carry their delivery time instead
         from mqstore.message import scan_properties
         rows = np.flatnonzero(ids == topics.index(SCHEDULE_TOPIC))
         props = scan_properties(buf, headers[rows])
         for r, p in zip(rows.tolist(), props):
             codes[r] = cq_tags_code(SCHEDULE_TOPIC, p, int(headers["store_timestamp"][r]))
-    return SegmentBatch(headers, ids, topics, codes, scan_property(buf, headers, PROPERTY_KEYS),
-                        scan_property(buf, headers, PROPERTY_UNIQ_KEY))
+    index_rows, index_hashes = index_key_columns(buf, ids, topics, spans[PROPERTY_KEYS],
+                                                 spans[PROPERTY_UNIQ_KEY])
+    keys = span_strings(buf, *spans[PROPERTY_KEYS]) if strings else None
+    uniq = span_strings(buf, *spans[PROPERTY_UNIQ_KEY]) if strings else None
+    return SegmentBatch(headers, ids, topics, codes, keys, uniq, index_rows, index_hashes)
 
 def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     "Write the units of a whole batch, queue by queue: the bytes per-record dispatch writes."

@@ -6,7 +6,7 @@ __all__ = ['INDEX_HEADER_SIZE', 'HASH_SLOT_SIZE', 'INDEX_ENTRY_SIZE', 'INVALID_I
            'index_keys_of', 'message_matches', 'IndexQueryResult', 'java_string_hashes', 'index_key_hashes',
            'IndexService']
 
-# %% ../book/06_index.ipynb #aa0497a2
+# %% ../book/06_index.ipynb #199ef664
 import os, struct, time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ def index_file_name(now_ms: int) -> str:
     secs, ms = divmod(int(now_ms), 1000)
     return time.strftime("%Y%m%d%H%M%S", time.localtime(secs)) + f"{ms:03d}"
 
-# %% ../book/06_index.ipynb #25a7d287
+# %% ../book/06_index.ipynb #aad0c92b
 class IndexFile:
     "One RocketMQ index file: a 40-byte header, hash slots and chained 20-byte entries."
 
@@ -197,7 +197,7 @@ class IndexFile:
                 f"used_slots={self._slot_count}, phy=[{self._begin_phy}, {self._end_phy}], "
                 f"time=[{self._begin_ts}, {self._end_ts}])")
 
-# %% ../book/06_index.ipynb #025dbca4
+# %% ../book/06_index.ipynb #ba1c0444
 def index_keys_of(topic: str, keys, uniq_key) -> list:
     "The index keys of a message: topic#UNIQ_KEY, then topic#k for each non-empty k of KEYS."
     out = [build_key(topic, uniq_key)] if uniq_key else []
@@ -206,7 +206,7 @@ def index_keys_of(topic: str, keys, uniq_key) -> list:
         out.extend(build_key(topic, k) for k in pieces if k)
     return out
 
-# %% ../book/06_index.ipynb #4425778a
+# %% ../book/06_index.ipynb #23afe43e
 def message_matches(msg, topic: str, key: str, begin: int, end: int) -> bool:
     "Does a record really have this topic and key, and a store time in [begin, end]?"
     return (msg.topic == topic and begin <= msg.store_timestamp <= end
@@ -222,7 +222,7 @@ class IndexQueryResult:
     last_update_timestamp: int = 0
     last_update_phy_offset: int = 0
 
-# %% ../book/06_index.ipynb #72d4dde5
+# %% ../book/06_index.ipynb #43a0ad93
 def _hash_chunk(strings) -> np.ndarray:
     lengths = np.fromiter(map(len, strings), np.int64, len(strings))
     units = np.frombuffer("".join(strings).encode("utf-16-be"), dtype=">u2")
@@ -252,7 +252,7 @@ def index_key_hashes(keys) -> np.ndarray:
     h[h == 1 << 31] = 0
     return h
 
-# %% ../book/06_index.ipynb #3653ab4d
+# %% ../book/06_index.ipynb #56454cbe
 def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
     "Put len(h) keys (they must fit) into `f` at once; the same bytes as put_hash one by one."
     m = len(h)
@@ -293,7 +293,7 @@ def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> 
     f.index_count = count + m
     f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])
 
-# %% ../book/06_index.ipynb #0750c641
+# %% ../book/06_index.ipynb #98592c40
 class IndexService:
     "The index files of a store (RocketMQ's IndexService): build, roll over, load, query."
 
@@ -384,6 +384,12 @@ class IndexService:
     def build_index_bulk(self, batch) -> int:
         "Index a whole decoded segment (a dispatch.SegmentBatch): the bytes build_index writes."
         h = batch.headers
+        if getattr(batch, "index_hashes", None) is not None:   # hashed while decoding: no strings
+            rows = batch.index_rows
+            keep = (h["sys_flag"][rows] & TRANSACTION_ROLLBACK_TYPE) != TRANSACTION_ROLLBACK_TYPE
+            rows = rows[keep]
+            return self.put_bulk(batch.index_hashes[keep], h["commit_log_offset"][rows].astype(np.int64),
+                                 h["store_timestamp"][rows].astype(np.int64))
         rows = np.flatnonzero((h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE) != TRANSACTION_ROLLBACK_TYPE)
         keys, per = [], np.zeros(len(rows), np.int64)
         for j, r in enumerate(rows.tolist()):

@@ -233,3 +233,74 @@ def test_any_put_sequence_reads_back_in_order(tmp_path_factory, puts):
         assert m.queue_offset == counts.get((t, q), 0)
         counts[(t, q)] = m.queue_offset + 1
     log.shutdown()
+
+
+# ---------------------------------------------------------------- put_batch and the allocate service (chapter 11)
+
+def _random_messages(seed, n):
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        out.append(Message(rng.choice(["A", "BB", "Topic-C"]), bytes(rng.randrange(256) for _ in range(rng.randrange(0, 3000))),
+                           queue_id=rng.randrange(3), flag=rng.randrange(5),
+                           properties={"TAGS": rng.choice(["x", "y"]), "KEYS": f"k{i}"},
+                           sys_flag=rng.choice([0, 0, 0, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE,
+                                                TRANSACTION_ROLLBACK_TYPE]),
+                           born_host=rng.choice([("127.0.0.1", 1), ("::1", 2)])))
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.lists(st.integers(1, 40), min_size=1, max_size=6))
+def test_put_batch_writes_the_bytes_of_single_puts(tmp_path_factory, seed, batch_sizes):
+    msgs = _random_messages(seed, sum(batch_sizes))
+    a = CommitLog(tmp_path_factory.mktemp("one"), StoreConfig.small(), clock=lambda: 1_700_000_000_123).load()
+    b = CommitLog(tmp_path_factory.mktemp("batch"), StoreConfig.small(), clock=lambda: 1_700_000_000_123).load()
+    singles = [a.put(m) for m in msgs]
+    batched, i = [], 0
+    for k in batch_sizes:
+        r = b.put_batch(msgs[i:i + k])
+        assert len(r) == k
+        batched.extend(r)
+        i += k
+    assert batched == singles
+    assert files_bytes(a) == files_bytes(b)
+    assert a.topic_queue_table == b.topic_queue_table and a.max_offset == b.max_offset
+    a.shutdown(); b.shutdown()
+
+
+def test_put_batch_refuses_before_writing(tmp_path):
+    log = new_log(tmp_path)
+    with pytest.raises(InvalidTopicError):
+        log.put_batch([Message("T", b"ok"), Message("", b"bad")])
+    assert log.max_offset == 0 and log.topic_queue_table == {}
+    with pytest.raises(MessageTooLargeError):
+        log.put_batch([Message("T", bytes(70_000))])
+    assert len(log.put_batch([])) == 0
+    log.shutdown()
+    with pytest.raises(StoreClosedError):
+        log.put_batch([Message("T", b"x")])
+
+
+def test_put_batch_sync_flush_waits_once(tmp_path):
+    log = CommitLog(tmp_path, StoreConfig.small(flush_disk_type=FLUSH_SYNC), clock=clock()).load().start()
+    r = log.put_batch([Message("T", b"x" * 100, queue_id=i % 2) for i in range(500)])
+    assert r.status == "PUT_OK" and log.flushed_offset >= r.next_offset
+    assert r.queue_offsets.tolist() == [i // 2 for i in range(500)]
+    assert [m.queue_offset for _, m in log.messages()] == [i // 2 for i in range(500)]
+    log.shutdown()
+
+
+def test_allocate_service_prepares_the_next_segment(tmp_path):
+    log = CommitLog(tmp_path, StoreConfig.small(warm_mapped_file=True), clock=clock()).load()
+    for i in range(200):
+        log.put(Message("T", b"y" * 1000))
+    assert len(log.mfq.files) >= 3
+    assert log.allocator.misses == 1 and log.allocator.hits == len(log.mfq.files) - 1
+    on_disk = sorted(p.name for p in (tmp_path / "commitlog").iterdir())
+    assert len(on_disk) == len(log.mfq.files) + 1          # the next one, prepared ahead
+    log.shutdown()
+    assert sorted(p.name for p in (tmp_path / "commitlog").iterdir()) == [mf.name for mf in log.mfq.files]
+    again = CommitLog(tmp_path, StoreConfig.small(), clock=clock()).load()
+    assert [m.body for _, m in again.messages()] == [b"y" * 1000] * 200
+    again.shutdown()

@@ -189,3 +189,54 @@ def test_dispatch_from_a_later_offset_is_idempotent(tmp_path):
     ReputService(log, [cqs], from_offset=0).dispatch_until()          # a replay from the start
     assert cqs.topic_queue_table() == before
     cqs.close(); log.shutdown()
+
+
+# ---------------------------------------------------------------- the numpy property path (chapter 11)
+
+from mqstore.message import decode_properties, tags_code
+from mqstore.index import index_key_hash
+from mqstore.dispatch import property_spans, span_java_hashes
+
+_PIECES = [b"TAGS", b"KEYS", b"UNIQ_KEY", b"\x01", b"\x02", b" ", b"a", b"Zz", "\u00e9".encode(), "\u4e3b".encode(),
+           b"\xff", b"TAGS\x01", b"KEYS\x01", b"\x02TAGS\x01"]
+
+
+def _raw_record(topic, body, raw_props):
+    rec = bytearray(encode_record(StoredMessage(topic=topic, body=body)))
+    rec[-2:] = struct.pack(">h", len(raw_props))
+    rec += raw_props
+    struct.pack_into(">i", rec, 0, len(rec))
+    return bytes(rec)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["A", "\u4e3b\u9898", "Topic-B"]),
+                          st.lists(st.sampled_from(_PIECES), max_size=12).map(b"".join),
+                          st.lists(st.sampled_from(_PIECES), max_size=12).map(b"".join)), max_size=8))
+def test_property_spans_and_index_keys_equal_per_record(records):
+    buf = b"".join(_raw_record(t, body, props) for t, body, props in records)
+    h, end, _ = scan_segment(buf)
+    assert len(h) == len(records) and end == len(buf)
+    props = [decode_properties(p) for _, _, p in records]
+    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
+        assert scan_property(buf, h, name) == [p.get(name) for p in props]
+    batch = decode_segment_batch(buf, h)
+    assert batch.tags_codes.tolist() == [tags_code(p.get("TAGS")) for p in props]
+    want = [(r, index_key_hash(k)) for r, ((t, _, _), p) in enumerate(zip(records, props))
+            for k in index_keys_of(t, p.get("KEYS", ""), p.get("UNIQ_KEY"))]
+    assert list(zip(batch.index_rows.tolist(), batch.index_hashes.tolist())) == want
+    assert [batch.topics[i] for i in batch.topic_ids] == [t for t, _, _ in records]
+    lean = decode_segment_batch(buf, h, strings=False)
+    assert lean.keys is None and lean.index_hashes.tolist() == batch.index_hashes.tolist()
+
+
+def test_span_java_hashes_agree_with_java_string_hash():
+    from mqstore.message import java_string_hash
+    words = ["", "a", "Aa", "BB", "order-123456789", "x" * 70, "\u00e9t\u00e9", "\U0001F600", "polygenelubricants"]
+    buf = b"".join(w.encode() for w in words)
+    starts, pos = [], 0
+    for w in words:
+        starts.append(pos); pos += len(w.encode())
+    lengths = [len(w.encode()) for w in words]
+    got = span_java_hashes(buf, starts, lengths).tolist()
+    assert got == [java_string_hash(w) if w else 0 for w in words]

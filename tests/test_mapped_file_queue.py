@@ -157,3 +157,16 @@ def test_random_streams_find_and_truncate(tmp_path_factory, sizes, data):
     q2 = MappedFileQueue(folder, SIZE).load()
     assert all(mf.file_from_offset <= cut for mf in q2.files)
     q2.close()
+
+
+def test_flush_stops_when_the_last_file_is_exactly_full(tmp_path):
+    "A queue whose last file is full and flushed has nothing more to flush (no loop, no step back)."
+    q = MappedFileQueue(tmp_path, 48)
+    for _ in range(4):
+        q.last_file(create=True).append(bytes(24))
+    rounds = 0
+    while q.flush(0):
+        rounds += 1
+        assert rounds < 10
+    assert rounds == 2 and q.flushed_where == 96
+    assert not q.flush(0) and q.flushed_where == 96

@@ -519,3 +519,63 @@ def test_scan_segment_agrees_with_decode_record(msgs, tail, cut_last, data):
     if cut_last and msgs:
         assert why in (RecordStatus.TORN, RecordStatus.END)
     assert_scan_agrees(buf, headers)
+
+
+# ---------------------------------------------------------------- fast paths (chapter 11)
+
+def _scan_equal(a, b):
+    (ha, ea, wa), (hb, eb, wb) = a, b
+    assert (ea, wa, len(ha)) == (eb, wb, len(hb))
+    assert ha.tobytes() == hb.tobytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(stored_messages(long_topics=False), max_size=10), tails, st.data())
+def test_fast_scan_equals_reference_walk(msgs, tail, data):
+    "scan_segment's size hop + numpy checks give the reference walk's rows, stop and reason, even on damage."
+    buf = bytearray(b"".join(encode_record(s) for s in msgs) + tail)
+    for _ in range(data.draw(st.integers(0, 3))):          # flip bytes anywhere: sizes, lengths, bodies
+        if buf:
+            i = data.draw(st.integers(0, len(buf) - 1))
+            buf[i] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()) and buf:
+        buf = buf[:data.draw(st.integers(0, len(buf)))]
+    buf = bytes(buf)
+    for check_crc in (False, True):
+        for stop in (False, True):
+            _scan_equal(scan_segment(buf, check_crc=check_crc, stop_on_bad_crc=stop),
+                        scan_segment(buf, check_crc=check_crc, stop_on_bad_crc=stop, fast=False))
+
+
+def test_fast_scan_on_vectors(vectors):
+    for name in ("commitlog.bin", "edge/commitlog_zero_padded.bin", "edge/commitlog_blank_eof.bin",
+                 "edge/truncated_last_record.bin"):
+        buf = (vectors / name).read_bytes()
+        for start in (0, 1, 7):
+            _scan_equal(scan_segment(buf, start, check_crc=True), scan_segment(buf, start, check_crc=True, fast=False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(stored_messages())
+def test_encode_message_fast_path_equals_careful_path(s):
+    "encode_record/encode_message try pack_record first; the careful encoder (explicit version) agrees."
+    version = choose_version(s.topic)
+    assert encode_record(s) == encode_record(s, version=version)
+    m = s.to_message()
+    assert encode_message(m, s.store_host) == encode_message(m, s.store_host, version=version)
+
+
+def test_fast_path_refusals_match_careful_path():
+    bad = [dict(properties={"A": None, "B": "b"}), dict(properties={"": "x"}), dict(properties={"a\x01": "x"}),
+           dict(properties={"a": "x\x02y"}), dict(properties={1: "x"}), dict(queue_id=2**31), dict(flag=1.5),
+           dict(body=bytearray(b"abc")), dict(body=memoryview(b"abc")), dict(topic=""), dict(born_host=("::1", 7)),
+           dict(born_host=("nope", 1)), dict(properties={"K": "\ud800"})]
+    for change in bad:
+        m = replace(Message("T", b"x", properties={"A": "a"}), **change)
+        try:
+            want = encode_message(m, version=choose_version(m.topic) if isinstance(m.topic, str) and m.topic else 1)
+        except MessageError as e:
+            with pytest.raises(type(e)):
+                encode_message(m)
+        else:
+            assert encode_message(m) == want

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['TOPIC_COLORS', 'walk_segment', 'draw_segments', 'record_positions', 'draw_position_timeline']
 
-# %% ../../book/04_commit_log.ipynb #0f3648a5
+# %% ../../book/04_commit_log.ipynb #085181d9
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 from ..message import check_record, RecordStatus
@@ -55,7 +55,7 @@ def draw_segments(log, ax=None, title=None):
     ax.set_title(title or f"{len(files)} commit-log segments of {size:,} bytes", fontsize=10)
     return ax
 
-# %% ../../book/04_commit_log.ipynb #39fe7a4d
+# %% ../../book/04_commit_log.ipynb #9731ef6d
 import threading as _threading, time as _time
 
 def record_positions(log, work, interval_s=0.001):

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['draw_queue']
 
-# %% ../../book/02_mapped_file_queue.ipynb #348f2426
+# %% ../../book/02_mapped_file_queue.ipynb #e8cd329a
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 

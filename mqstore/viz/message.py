@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['draw_record', 'draw_size_breakdown']
 
-# %% ../../book/03_record_format.ipynb #6ea8d446
+# %% ../../book/03_record_format.ipynb #68697b1b
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 import numpy as np
