@@ -4,7 +4,7 @@
 __all__ = ['MADV_POPULATE_WRITE', 'scan_segment_folder', 'segment_index', 'zero_tail', 'last_unit_offset', 'warm_pages',
            'AllocateService', 'MappedFileQueue']
 
-# %% ../book/02_mapped_file_queue.ipynb #29786a97
+# %% ../book/02_mapped_file_queue.ipynb #7ca0fd2b
 import os, time, warnings
 from pathlib import Path
 from .errors import (SegmentNameError, SegmentSizeError, SegmentGapError,
@@ -39,7 +39,7 @@ def scan_segment_folder(folder, file_size: int):
         prev = start
     return entries, empty_tail
 
-# %% ../book/02_mapped_file_queue.ipynb #9f5c3b00
+# %% ../book/02_mapped_file_queue.ipynb #e2edf598
 def segment_index(offset: int, first_from: int, file_size: int, count: int) -> int:
     "Index of the segment holding `offset`, or OffsetOutOfRangeError."
     idx = offset // file_size - first_from // file_size
@@ -48,7 +48,7 @@ def segment_index(offset: int, first_from: int, file_size: int, count: int) -> i
             f"offset {offset} is outside the segments [{first_from}, {first_from + count * file_size})")
     return idx
 
-# %% ../book/02_mapped_file_queue.ipynb #0a5a2f07
+# %% ../book/02_mapped_file_queue.ipynb #ac6995ba
 def zero_tail(mf: MappedFile, pos: int) -> None:
     "Zero [pos, end of file) of a mapped file and force it to disk."
     length = mf.file_size - pos
@@ -56,13 +56,13 @@ def zero_tail(mf: MappedFile, pos: int) -> None:
         mf.write_at(pos, bytes(length))
         mf.force()
 
-# %% ../book/02_mapped_file_queue.ipynb #780a5da5
+# %% ../book/02_mapped_file_queue.ipynb #4c35154a
 def last_unit_offset(mf: MappedFile, unit_size: int) -> int:
     "The big-endian int64 at the start of the file's last unit (a consume-queue unit's commit-log offset)."
     pos = mf.file_size - unit_size
     return int.from_bytes(mf._mm[pos:pos + 8], "big", signed=True)
 
-# %% ../book/02_mapped_file_queue.ipynb #3e2c20bb
+# %% ../book/02_mapped_file_queue.ipynb #3dccf6a0
 import mmap, threading
 from .mapped_file import OS_PAGE_SIZE
 
@@ -157,6 +157,11 @@ class AllocateService:
         self.hits += 1
         return result
 
+    def wait_idle(self, timeout_s: float = 30.0) -> bool:
+        "Block until every requested file is prepared (the book and tests use it to be deterministic)."
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue or self._stopping, timeout_s)
+
     def shutdown(self) -> None:
         "Stop the thread and delete the files it prepared that nobody took."
         with self._cond:
@@ -171,7 +176,7 @@ class AllocateService:
                     result.destroy()
             self._ready.clear(); self._asked.clear(); self._queue.clear()
 
-# %% ../book/02_mapped_file_queue.ipynb #4c30454e
+# %% ../book/02_mapped_file_queue.ipynb #128a63a3
 class MappedFileQueue:
     "A logical byte stream over fixed-size mapped files (RocketMQ's `MappedFileQueue`)."
 

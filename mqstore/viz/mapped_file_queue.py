@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['draw_queue']
 
-# %% ../../book/02_mapped_file_queue.ipynb #e8cd329a
+# %% ../../book/02_mapped_file_queue.ipynb #7d7a6ea5
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 

@@ -1,0 +1,126 @@
+"""Rebuild of consume queues and index files from 1 GiB of commit log (MQSTORE_BENCH_SCALE
+shrinks it): the single-process engine and Spark local[2], in one run, on the same store.
+Spark's per-core rate should be at least half the single process's.
+
+The store is generated fast: a block of K encoded records of one size (20 queues over 4 topics,
+KEYS and a UNIQ_KEY each) is tiled with numpy over 64 MiB segments, then the queue offsets,
+physical offsets, store timestamps and the UNIQ_KEY digits are patched per record, and every
+segment is closed by a blank. Session start is timed apart from the rebuild."""
+import os, shutil, sys, tempfile, time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import rate, report, scale
+
+from mqstore.config import StoreConfig
+from mqstore.message import (BLANK_MAGIC_CODE, PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION,
+                             StoredMessage, encode_record, store_timestamp_position)
+
+GIB = 1 << 30
+TOTAL = int(GIB * scale())
+SEGMENT = 64 << 20 if TOTAL >= 256 << 20 else max(1 << 20, TOTAL // 8)
+K = 4000                       # distinct template records (a multiple of the 20 queues)
+BODY = 900
+TOPICS = ["orders", "payments", "audit-log", "clicks"]
+START = 1_700_000_000_000
+HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+
+
+def _record(j, body_len, rng):
+    m = StoredMessage(topic=TOPICS[j % 4], queue_id=(j // 4) % 5, body=rng.bytes(body_len),
+                      born_timestamp=START, store_host=("127.0.0.1", 10911),
+                      properties={"TAGS": "tag" + "ABC"[j % 3], "KEYS": f"key{j % 997:04d} k{j:05d}",
+                                  "UNIQ_KEY": "0A000001" + "0" * 24})
+    return encode_record(m, version=1)
+
+
+def template():
+    "K encoded records of one size (bodies padded so topics of any length fit) and their UNIQ_KEY digits."
+    rng = np.random.default_rng(1)
+    longest = max(len(t) for t in TOPICS)
+    recs = [_record(j, BODY + longest - len(TOPICS[j % 4]), rng) for j in range(K)]
+    assert len({len(r) for r in recs}) == 1
+    uniq = [r.index(b"UNIQ_KEY\x01") + len("UNIQ_KEY\x01") + 8 for r in recs]
+    return np.frombuffer(b"".join(recs), np.uint8).reshape(K, len(recs[0])), np.array(uniq)
+
+
+def generate(root: Path) -> tuple[int, int]:
+    "Write TOTAL bytes of segments; return (records, bytes of records)."
+    block, uniq_at = template()
+    size = block.shape[1]
+    per_seg = (SEGMENT - 8) // size          # a record is written only if 8 bytes stay free
+    if per_seg * size + 8 > SEGMENT:
+        per_seg -= 1
+    segs = max(1, TOTAL // SEGMENT)
+    folder = root / "commitlog"
+    folder.mkdir(parents=True)
+    queue_rank = np.zeros(K, np.int64)       # rank of template record j inside its queue
+    seen = {}
+    for j in range(K):
+        q = (j % 4, (j // 4) % 5)
+        queue_rank[j] = seen.get(q, 0)
+        seen[q] = queue_rank[j] + 1
+    per_queue = K // 20
+    ts_at = store_timestamp_position(0)
+    digits = np.arange(23, -1, -1) * 4
+    g0 = 0
+    for s in range(segs):
+        g = np.arange(g0, g0 + per_seg, dtype=np.int64)
+        j = g % K
+        recs = block[j]                                         # (per_seg, size) copy
+        qo = (g // K) * per_queue + queue_rank[j]
+        phy = s * SEGMENT + np.arange(per_seg, dtype=np.int64) * size
+        ts = START + g // 20
+        for at, values in ((QUEUE_OFFSET_POSITION, qo), (PHYSICAL_OFFSET_POSITION, phy), (ts_at, ts)):
+            recs[:, at:at + 8] = values.astype(">i8").view(np.uint8).reshape(-1, 8)
+        hexd = HEX[(g[:, None] >> digits) & 0xF]                # 24 hex digits of the record number
+        cols = uniq_at[j][:, None] + np.arange(24)
+        np.put_along_axis(recs, cols, hexd, axis=1)
+        data = np.zeros(SEGMENT, np.uint8)
+        data[:per_seg * size] = recs.reshape(-1)
+        end = per_seg * size
+        data[end:end + 8] = np.array([SEGMENT - end, BLANK_MAGIC_CODE], ">i4").view(np.uint8)
+        data.tofile(folder / f"{s * SEGMENT:020d}")
+        g0 += per_seg
+    return g0, g0 * size
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+if __name__ == "__main__":
+    from mqstore.pipeline import rebuild, spark_session, tree_digests
+    work = Path(tempfile.mkdtemp(prefix="mqstore-bench-spark-"))
+    config = StoreConfig(commit_log_file_size=SEGMENT)
+    try:
+        (records, nbytes), dt = timed(lambda: generate(work / "store"))
+        print(f"generated {records:,} records, {nbytes / 2**20:,.0f} MiB in {TOTAL // SEGMENT or 1} segments "
+              f"of {SEGMENT >> 20} MiB in {dt:.1f} s")
+        single, t_single = timed(lambda: rebuild(work / "store", work / "single", engine="local", config=config))
+        spark, t_start = timed(lambda: spark_session("local[2]", app_name="bench_spark"))
+        cores = spark.sparkContext.defaultParallelism
+        print(f"Spark session ({spark.sparkContext.master}) started in {t_start:.1f} s (not counted)")
+        # a small warm-up job: starts the Python workers, as a long-lived session would have
+        spark.range(0, cores, 1, numPartitions=cores).mapInArrow(lambda it: it, "id bigint").count()
+        par, t_spark = timed(lambda: rebuild(work / "store", work / "spark", spark=spark, config=config))
+        spark.stop()
+        assert single["messages"] == par["messages"] == records
+        same = tree_digests(work / "single") == tree_digests(work / "spark")
+        print(f"single process {t_single:.2f} s, spark local[{cores}] {t_spark:.2f} s; identical output: {same}")
+        assert same, "the Spark rebuild differs from the single-process rebuild"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    mib = nbytes / 2**20
+    r_single, r_spark = mib / t_single, mib / t_spark
+    report(f"bench_spark: rebuild of {mib:,.0f} MiB ({records:,} records), single process vs Spark local[{cores}]", [
+        ("single-process rebuild (MiB/s)", r_single, "-", r_single, "baseline"),
+        (f"Spark local[{cores}] rebuild (MiB/s)", r_spark, "single-process rebuild (MiB/s)", r_single, "both cores"),
+        (f"Spark per core (MiB/s)", r_spark / cores, "single-process rebuild (MiB/s)", r_single, "target >= 0.5x"),
+        (f"Spark local[{cores}] rebuild (msg/s)", rate(records, t_spark), "single-process rebuild (msg/s)",
+         rate(records, t_single), "both cores"),
+    ])
