@@ -6,7 +6,7 @@ __all__ = ['INDEX_HEADER_SIZE', 'HASH_SLOT_SIZE', 'INDEX_ENTRY_SIZE', 'INVALID_I
            'index_keys_of', 'message_matches', 'IndexQueryResult', 'java_string_hashes', 'index_key_hashes',
            'IndexService']
 
-# %% ../book/06_index.ipynb #199ef664
+# %% ../book/06_index.ipynb #8acbee40
 import os, struct, time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ def index_file_name(now_ms: int) -> str:
     secs, ms = divmod(int(now_ms), 1000)
     return time.strftime("%Y%m%d%H%M%S", time.localtime(secs)) + f"{ms:03d}"
 
-# %% ../book/06_index.ipynb #aad0c92b
+# %% ../book/06_index.ipynb #0620d249
 class IndexFile:
     "One RocketMQ index file: a 40-byte header, hash slots and chained 20-byte entries."
 
@@ -184,7 +184,8 @@ class IndexFile:
         return np.frombuffer(bytes(self._mm[INDEX_HEADER_SIZE:self._entries_at]), dtype=">i4")
 
     def flush(self):
-        self._mm.flush()
+        "Force the whole file to disk (header, slots and entries are updated in place)."
+        self.mf.force()
 
     def close(self):
         self.mf.close()
@@ -197,7 +198,7 @@ class IndexFile:
                 f"used_slots={self._slot_count}, phy=[{self._begin_phy}, {self._end_phy}], "
                 f"time=[{self._begin_ts}, {self._end_ts}])")
 
-# %% ../book/06_index.ipynb #ba1c0444
+# %% ../book/06_index.ipynb #6f2d33fe
 def index_keys_of(topic: str, keys, uniq_key) -> list:
     "The index keys of a message: topic#UNIQ_KEY, then topic#k for each non-empty k of KEYS."
     out = [build_key(topic, uniq_key)] if uniq_key else []
@@ -206,7 +207,7 @@ def index_keys_of(topic: str, keys, uniq_key) -> list:
         out.extend(build_key(topic, k) for k in pieces if k)
     return out
 
-# %% ../book/06_index.ipynb #23afe43e
+# %% ../book/06_index.ipynb #99efacaf
 def message_matches(msg, topic: str, key: str, begin: int, end: int) -> bool:
     "Does a record really have this topic and key, and a store time in [begin, end]?"
     return (msg.topic == topic and begin <= msg.store_timestamp <= end
@@ -222,7 +223,7 @@ class IndexQueryResult:
     last_update_timestamp: int = 0
     last_update_phy_offset: int = 0
 
-# %% ../book/06_index.ipynb #43a0ad93
+# %% ../book/06_index.ipynb #2c2e743a
 def _hash_chunk(strings) -> np.ndarray:
     lengths = np.fromiter(map(len, strings), np.int64, len(strings))
     units = np.frombuffer("".join(strings).encode("utf-16-be"), dtype=">u2")
@@ -252,7 +253,7 @@ def index_key_hashes(keys) -> np.ndarray:
     h[h == 1 << 31] = 0
     return h
 
-# %% ../book/06_index.ipynb #56454cbe
+# %% ../book/06_index.ipynb #5375543d
 def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
     "Put len(h) keys (they must fit) into `f` at once; the same bytes as put_hash one by one."
     m = len(h)
@@ -293,7 +294,7 @@ def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> 
     f.index_count = count + m
     f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])
 
-# %% ../book/06_index.ipynb #98592c40
+# %% ../book/06_index.ipynb #495b75cf
 class IndexService:
     "The index files of a store (RocketMQ's IndexService): build, roll over, load, query."
 

@@ -134,12 +134,13 @@ class MessageStore:
             attach(self)
 
     def _drop_newer_index_files(self):
-        "Crash handling of index files; returns the first offset the dropped files covered, or None."
+        """Crash handling of index files; returns the offset below which the kept files index every
+        record (where the replay must start at the latest), or None without an index folder."""
         from mqstore.index import IndexFile
         folder = self.root / "index"
         if not folder.is_dir():
             return None
-        dropped, first, kept_end = [], None, 0
+        dropped, kept_end = [], 0
         for p in sorted(folder.iterdir()):
             if len(p.name) != 17 or not p.name.isdigit():
                 continue
@@ -150,16 +151,14 @@ class MessageStore:
             f = IndexFile(p, self.config.index_slots, self.config.index_entries)
             never_flushed = f.end_timestamp == 0    # a zero header after a power cut (chapter 8)
             if never_flushed or f.end_timestamp > self.checkpoint.index_msg_timestamp:
-                if f.index_count > 1 or never_flushed:   # it held entries that the replay must rebuild
-                    first = kept_end if first is None else first
                 dropped.append(p.name)
                 f.destroy()
             else:
                 kept_end = f.end_phy_offset    # the index is complete up to here
                 f.close()
         if dropped:
-            self._emit(IndexFilesDropped(tuple(dropped), first))
-        return first
+            self._emit(IndexFilesDropped(tuple(dropped), kept_end))
+        return kept_end         # even when nothing is dropped now: a crash during the last replay
 
     def _index_file_full(self, end_timestamp: int) -> None:
         "An index file filled up and was flushed: it is safe up to its end timestamp."

@@ -297,6 +297,7 @@ def test_allocate_service_prepares_the_next_segment(tmp_path):
         log.put(Message("T", b"y" * 1000))
     assert len(log.mfq.files) >= 3
     assert log.allocator.misses == 1 and log.allocator.hits == len(log.mfq.files) - 1
+    assert log.allocator.wait_idle()            # the thread may still be preparing
     on_disk = sorted(p.name for p in (tmp_path / "commitlog").iterdir())
     assert len(on_disk) == len(log.mfq.files) + 1          # the next one, prepared ahead
     log.shutdown()

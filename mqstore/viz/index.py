@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['chain_lengths', 'draw_slot_heatmap', 'draw_chain_lengths', 'chain_of', 'animate_chain']
 
-# %% ../../book/06_index.ipynb #deca793d
+# %% ../../book/06_index.ipynb #baebd8d2
 import math
 import numpy as np
 import matplotlib.pyplot as plt
