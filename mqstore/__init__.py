@@ -309,6 +309,7 @@ _API = {
     'IndexFilesDropped': 'recovery',
     'walk_segments': 'recovery',
     'truncate_commit_log': 'recovery',
+    'walk_last_segments': 'recovery',
     'recover_normally': 'recovery',
     'segment_matches': 'recovery',
     'choose_abnormal_start': 'recovery',

@@ -2,11 +2,10 @@
 
 # %% auto #0
 __all__ = ['infer_config', 'open_store', 'describe_store', 'format_description', 'hex_view', 'record_facts', 'raw_record',
-           'tree_hashes', 'crc_walk', 'tail_problems', 'progress_bar', 'message_line', 'message_data', 'cmd_inspect',
-           'cmd_dump', 'cmd_get', 'cmd_query', 'cmd_recover', 'cmd_rebuild', 'cmd_audit', 'cmd_verify', 'build_parser',
-           'main']
+           'tree_hashes', 'tail_problems', 'progress_bar', 'message_line', 'message_data', 'cmd_inspect', 'cmd_dump',
+           'cmd_get', 'cmd_query', 'cmd_recover', 'cmd_rebuild', 'cmd_audit', 'cmd_verify', 'build_parser', 'main']
 
-# %% ../book/12_real_stores.ipynb #88b8a872
+# %% ../book/12_real_stores.ipynb #8503f29c
 import json, os, sys, argparse, hashlib
 from pathlib import Path
 from .config import StoreConfig
@@ -46,7 +45,7 @@ def infer_config(root, base: StoreConfig | None = None) -> StoreConfig:
         changes["index_slots"], changes["index_entries"] = slots, 4 * slots
     return cfg.with_(**changes)
 
-# %% ../book/12_real_stores.ipynb #545a3888
+# %% ../book/12_real_stores.ipynb #34b795e3
 from .store import MessageStore
 
 def open_store(root, write: bool = False, config: StoreConfig | None = None, observer=None):
@@ -58,7 +57,7 @@ def open_store(root, write: bool = False, config: StoreConfig | None = None, obs
         raise NotAStoreError(f"{root}: not a store (no commitlog/ folder)", root)
     return MessageStore.open(root, config or infer_config(root), observer=observer, read_only=not write)
 
-# %% ../book/12_real_stores.ipynb #369cd2e6
+# %% ../book/12_real_stores.ipynb #0880b421
 from .checkpoint import read_checkpoint_fields
 
 def describe_store(store) -> dict:
@@ -98,7 +97,7 @@ def format_description(d: dict) -> str:
                  f"index {cp['index_msg_timestamp']}"))
     return "\n".join(lines)
 
-# %% ../book/12_real_stores.ipynb #194e7b42
+# %% ../book/12_real_stores.ipynb #57280ef3
 from .message import record_fields
 
 def hex_view(data: bytes, base: int = 0, width: int = 16) -> str:
@@ -127,8 +126,7 @@ def raw_record(store, offset: int) -> bytes:
     mf = store.commit_log.mfq.find_by_offset(offset)
     return mf.read(offset - mf.file_from_offset, m.total_size)
 
-# %% ../book/12_real_stores.ipynb #e53f6558
-from .commit_log import walk_log
+# %% ../book/12_real_stores.ipynb #1282c63e
 from .message import RecordStatus, check_record
 
 def tree_hashes(root) -> dict:
@@ -143,25 +141,6 @@ def tree_hashes(root) -> dict:
             out[str(p.relative_to(root))] = h.hexdigest()
     return out
 
-def crc_walk(store, progress=None) -> dict:
-    "Walk every record from the first segment with CRC checks; report where and why the walk ends."
-    log = store.commit_log
-    n = 0
-    walker = walk_log(log.mfq, log.min_offset, log.max_offset, check_crc=True)
-    while True:
-        try:
-            off, _ = next(walker)
-        except StopIteration as stop:
-            stop_offset, status = stop.value
-            break
-        n += 1
-        if progress is not None:
-            progress(off)
-    problems = [] if stop_offset >= log.max_offset else [
-        {"kind": "commit log walk stopped early", "offset": stop_offset, "status": status.name}]
-    problems += tail_problems(log)
-    return {"records": n, "valid_end": log.max_offset, "problems": problems}
-
 def tail_problems(log) -> list:
     "What lies right after the valid end: zeros or a blank are fine, a corrupt or torn record is not."
     end = log.max_offset
@@ -174,7 +153,7 @@ def tail_problems(log) -> list:
                          "offset": end, "status": r.status.name, "reason": r.reason}]
     return []
 
-# %% ../book/12_real_stores.ipynb #c4c1970c
+# %% ../book/12_real_stores.ipynb #f5df5c2d
 from contextlib import contextmanager
 
 @contextmanager
@@ -190,7 +169,7 @@ def progress_bar(total: int, label: str, enabled: bool | None = None):
         task = bar.add_task(label, total=total)
         yield lambda pos: bar.update(task, completed=pos)
 
-# %% ../book/12_real_stores.ipynb #78500bcf
+# %% ../book/12_real_stores.ipynb #100523d6
 def message_line(m) -> str:
     body = (m.body or b"")[:40]
     text = body.decode("utf-8", "replace").replace("\n", " ") if body else ""
@@ -202,7 +181,7 @@ def message_data(m) -> dict:
             "queue_offset": m.queue_offset, "store_timestamp": m.store_timestamp, "tags": m.tags,
             "keys": m.keys, "uniq_key": m.uniq_key, "msg_id": m.msg_id, "body_length": len(m.body or b"")}
 
-# %% ../book/12_real_stores.ipynb #a4ae75f4
+# %% ../book/12_real_stores.ipynb #52e89b0a
 def _emit(args, data, text):
     print(json.dumps(data, indent=2, default=str) if getattr(args, "json", False) else text)
 
@@ -279,28 +258,29 @@ def cmd_audit(args) -> int:
     _emit(args, report, pipeline.audit_summary(report))
     return 0 if report["ok"] else 1
 
-# %% ../book/12_real_stores.ipynb #9f5218e0
+# %% ../book/12_real_stores.ipynb #383651d6
 def cmd_verify(args) -> int:
     from mqstore.crash import check_store
     before = tree_hashes(args.root)
     with open_store(args.root) as store:
-        log = store.commit_log
-        with progress_bar(log.max_offset - log.min_offset, "checking CRCs") as update:
-            walk = crc_walk(store, lambda off: update(off - log.min_offset))
-        config = store.config
-    report = check_store(args.root, config, read_only=True)
-    cross = [{"kind": "consistency", "detail": str(x)} for x in report.problems]
-    after = tree_hashes(args.root)
-    problems = walk["problems"] + cross + ([] if after == before else [{"kind": "files changed by verify"}])
-    data = {"ok": not problems, "records": walk["records"], "valid_end": walk["valid_end"], "problems": problems}
-    text = (f"{walk['records']:,} records checked (CRC) up to offset {walk['valid_end']:,}; "
+        config, span = store.config, (store.commit_log.min_offset, store.commit_log.max_offset)
+        tail = tail_problems(store.commit_log)
+    with progress_bar(span[1] - span[0], "checking CRCs, queues and index") as update:
+        report = check_store(args.root, config, read_only=True, progress=lambda off: update(off - span[0]))
+    problems = tail + [{"kind": "consistency", "detail": str(x)} for x in report.problems]
+    if tree_hashes(args.root) != before:
+        problems.append({"kind": "files changed by verify"})
+    data = {"ok": not problems, "records": report.records, "valid_end": report.log_end,
+            "units": report.units, "index_entries": report.index_entries, "problems": problems}
+    text = (f"{report.records:,} records checked (CRC) up to offset {report.log_end:,}, {report.units:,} "
+            f"consume-queue units, {report.index_entries:,} index entries; "
             + ("no problems" if not problems else f"{len(problems)} problem(s):\n")
             + "\n".join("  " + "; ".join(str(v) for v in p.values()) for p in problems[:50])
             + (f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""))
     _emit(args, data, text)
     return 0 if not problems else 1
 
-# %% ../book/12_real_stores.ipynb #f891552f
+# %% ../book/12_real_stores.ipynb #8f44d90c
 def build_parser() -> argparse.ArgumentParser:
     from mqstore import __version__
     p = argparse.ArgumentParser(prog="mqstore", description="Read, verify and repair RocketMQ stores "

@@ -10,7 +10,7 @@ __all__ = ['TOPICS', 'UNSYNCED', 'SCENARIO_CONFIG', 'SCENARIOS', 'workload_messa
            'scenario_empty_segment', 'scenario_empty_index_file', 'scenario_unflushed_index',
            'scenario_crash_during_rebuild', 'scenario_key_collision', 'run_scenarios', 'scenario_table']
 
-# %% ../book/08_crash_lab.ipynb #2e950fc5
+# %% ../book/08_crash_lab.ipynb #77f40dbd
 import random
 from dataclasses import dataclass, field
 from .message import Message
@@ -40,7 +40,7 @@ class Ack:
         return cls(message.topic, message.queue_id, message.keys[0] if message.keys else "",
                    result.commit_log_offset, result.size, result.queue_offset, bytes(message.body))
 
-# %% ../book/08_crash_lab.ipynb #a0d40fb9
+# %% ../book/08_crash_lab.ipynb #978cc71a
 import json, os, sys, time, traceback
 from dataclasses import asdict
 from .config import StoreConfig
@@ -101,7 +101,7 @@ def zygote_main() -> None:
         _, status = os.waitpid(pid, 0)
         _say(out, f"EXIT {pid} {status}")
 
-# %% ../book/08_crash_lab.ipynb #5c163cd2
+# %% ../book/08_crash_lab.ipynb #f7e61bc6
 import selectors, signal, subprocess
 
 @dataclass
@@ -178,7 +178,7 @@ class Zygote:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../book/08_crash_lab.ipynb #5e4eb878
+# %% ../book/08_crash_lab.ipynb #d10d759f
 import shutil, threading
 from pathlib import Path
 
@@ -270,7 +270,7 @@ def power_cut(live, disk) -> Path:
     disk.rename(live)
     return live
 
-# %% ../book/08_crash_lab.ipynb #eab6c68b
+# %% ../book/08_crash_lab.ipynb #9a2ba697
 from .commit_log import walk_log, takes_queue_offset
 from .consume_queue import FILLER_SIZE, GetMessageStatus
 from .index import index_key_hash, index_keys_of
@@ -305,7 +305,7 @@ class CrashReport:
                 f"entries; acked {self.acked}, lost {len(self.lost)}, torn {len(self.torn)}, "
                 f"problems {len(self.problems)}")
 
-def _log_records(store, report):
+def _log_records(store, report, progress=None):
     "offset -> StoredMessage of every record, CRC checked; a bad record below the end is a problem."
     cl = store.commit_log
     records, gen = {}, walk_log(cl.mfq, cl.min_offset, cl.max_offset, check_crc=True, read_body=True)
@@ -316,6 +316,8 @@ def _log_records(store, report):
             end, status = stop.value
             break
         records[off] = m
+        if progress is not None:
+            progress(off)
     if end != cl.max_offset:
         report.problems.append(f"commit log: {status.name} record at {end}, below its end {cl.max_offset}")
     report.records, report.log_end, report.offsets = len(records), cl.max_offset, sorted(records)
@@ -407,11 +409,12 @@ def _check_acks(store, acked, report):
             report.torn.append((a, "query served other bytes"))
 
 def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None,
-                read_only: bool = False) -> CrashReport:
+                read_only: bool = False, progress=None) -> CrashReport:
     """Recover the store at `root` (open it), check every invariant, close it cleanly.
 
     With `read_only`, the store is opened read-only (chapter 7): recovery's verdict is applied in
-    memory and nothing on disk changes (the `mqstore verify` command uses this).
+    memory and nothing on disk changes (the `mqstore verify` command uses this); `progress(offset)`
+    is called for every record of the commit-log walk.
 
     Reports commit-log records that do not pass their CRC below the log's end; consume-queue units
     that do not point at a valid record with the same size, tagsCode, topic, queue and queue offset,
@@ -438,7 +441,7 @@ def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None
         for e in events:
             if isinstance(e, Redispatched):
                 report.replayed, report.replay_bytes = e.count, e.to_offset - e.from_offset
-        records = _log_records(store, report)
+        records = _log_records(store, report, progress)
         _check_queues(store, records, report)
         _check_index(store, records, report)
         _check_acks(store, acked or (), report)
@@ -446,7 +449,7 @@ def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None
         store.close()
     return report
 
-# %% ../book/08_crash_lab.ipynb #fdbb99ac
+# %% ../book/08_crash_lab.ipynb #f356c278
 import struct
 from .checkpoint import read_checkpoint_fields
 
@@ -547,7 +550,7 @@ def leave_empty_segment(root, config) -> Path:
     nxt = int(segs[-1].name) + config.commit_log_file_size if segs else 0
     return leave_empty_file(folder, f"{nxt:020d}")
 
-# %% ../book/08_crash_lab.ipynb #78ea4496
+# %% ../book/08_crash_lab.ipynb #b6e344dd
 from .config import FLUSH_SYNC
 
 @dataclass
@@ -672,7 +675,7 @@ def summarize(trials) -> dict:
             "torn": sum(t.torn for t in trials), "problems": sum(t.problems for t in trials),
             "not_kept": sum(t.not_kept for t in trials)}
 
-# %% ../book/08_crash_lab.ipynb #ceb9a204
+# %% ../book/08_crash_lab.ipynb #89e36d82
 import warnings
 
 SCENARIO_CONFIG = StoreConfig.small(commit_log_file_size=16 * 1024, flush_cq_thorough_interval_ms=600_000,
@@ -723,7 +726,7 @@ def _check(root, acks, clock, config=SCENARIO_CONFIG):
     clock.tick(60_000)
     return check_store(root, config, acks, clock=clock)
 
-# %% ../book/08_crash_lab.ipynb #d4929a47
+# %% ../book/08_crash_lab.ipynb #736d11bc
 from .recovery import SegmentChosen, Truncated
 
 def _events(report, kind):
@@ -799,7 +802,7 @@ def scenario_index_after_crash(work) -> ScenarioResult:
                           ok, report, {"dropped": len(names), "would_lose": would_lose,
                                        "checkpoint_start": ckpt_start, "replay_from": dropped[0].replay_from if dropped else None})
 
-# %% ../book/08_crash_lab.ipynb #a13ac2fb
+# %% ../book/08_crash_lab.ipynb #9e1f45cd
 def _busiest_queue(acks):
     from collections import Counter
     return Counter((a.topic, a.queue_id) for a in acks).most_common(1)[0][0]

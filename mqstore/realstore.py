@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['GIB', 'write_sparse', 'assemble_store', 'assemble_vector_store']
 
-# %% ../book/12_real_stores.ipynb #d7d28da8
+# %% ../book/12_real_stores.ipynb #71179f00
 import json, os
 from pathlib import Path
 from .checkpoint import StoreCheckpoint

@@ -2,10 +2,11 @@
 
 # %% auto #0
 __all__ = ['RecoveryStarted', 'SegmentChecked', 'SegmentChosen', 'RecordChecked', 'WalkStopped', 'Truncated', 'Redispatched',
-           'IndexFilesDropped', 'walk_segments', 'truncate_commit_log', 'recover_normally', 'segment_matches',
-           'choose_abnormal_start', 'recover_abnormally', 'clip_positions', 'clip_queue', 'recover_read_only']
+           'IndexFilesDropped', 'walk_segments', 'truncate_commit_log', 'walk_last_segments', 'recover_normally',
+           'segment_matches', 'choose_abnormal_start', 'recover_abnormally', 'clip_positions', 'clip_queue',
+           'recover_read_only']
 
-# %% ../book/07_recovery.ipynb #5ec2a1fd
+# %% ../book/07_recovery.ipynb #80d8d132
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class IndexFilesDropped:
     names: tuple
     replay_from: int           # where the replay must start to rebuild them
 
-# %% ../book/07_recovery.ipynb #892e5158
+# %% ../book/07_recovery.ipynb #a56d3f5e
 from .message import check_record, RecordStatus
 
 def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None):
@@ -90,7 +91,7 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
             observer(WalkStopped(base + pos, status.name, reason))
         return base + pos, status, reason
 
-# %% ../book/07_recovery.ipynb #d10effe7
+# %% ../book/07_recovery.ipynb #d0e08bb9
 def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     "Drop the commit log from `process_offset` on, and report how much went."
     mfq = commit_log.mfq
@@ -99,22 +100,29 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     if observer is not None:
         observer(Truncated("commitlog", process_offset))
 
-# %% ../book/07_recovery.ipynb #6c9ec874
-def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
-    "RocketMQ 4.x normal recovery of the commit log; return the process offset."
+# %% ../book/07_recovery.ipynb #6617029a
+def walk_last_segments(commit_log, mode: str, check_crc: bool = True, observer=None) -> int | None:
+    "Walk from the third-last segment (RocketMQ's normal start); the process offset, or None with no files."
     files = commit_log.mfq.files
     if observer is not None:
-        observer(RecoveryStarted("normal", len(files), 0, commit_log.mfq.min_offset, commit_log.mfq.file_size))
+        observer(RecoveryStarted(mode, len(files), 0, commit_log.mfq.min_offset, commit_log.mfq.file_size))
     if not files:
-        return 0
+        return None
     start = max(0, len(files) - 3)
     if observer is not None:
-        observer(SegmentChosen(files[start].name, start, "third-last segment: normal recovery"))
+        observer(SegmentChosen(files[start].name, start, f"third-last segment: {mode} recovery"))
     process, _, _ = walk_segments(commit_log.mfq, start, check_crc, observer)
+    return process
+
+def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
+    "RocketMQ 4.x normal recovery of the commit log; return the process offset."
+    process = walk_last_segments(commit_log, "normal", check_crc, observer)
+    if process is None:
+        return 0
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #c8ed15c9
+# %% ../book/07_recovery.ipynb #1acf33d4
 def segment_matches(mf, min_timestamp: int, check_crc: bool = True):
     "(accepted, first store timestamp, reason) for a segment as an abnormal-recovery start."
     with mf.view(0, mf.wrote_position) as buf:
@@ -143,7 +151,7 @@ def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True
         observer(SegmentChosen(files[0].name, 0, "no segment is older than the checkpoint: replay all"))
     return 0
 
-# %% ../book/07_recovery.ipynb #51cda695
+# %% ../book/07_recovery.ipynb #4c25948a
 def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bool = True,
                        observer=None, not_after: int | None = None) -> int:
     "RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate."
@@ -172,13 +180,17 @@ def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bo
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #2f4b0d21
+# %% ../book/07_recovery.ipynb #f2cbb50a
 import numpy as np
 from .consume_queue import CQ_UNIT_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
 
 def clip_positions(mfq, offset: int) -> None:
     "In memory only: make `offset` the end of a segment queue, as truncation would, writing nothing."
-    for mf in mfq.files:
+    keep = [mf for mf in mfq.files if mf.file_from_offset <= offset] or mfq.files[:1]
+    for mf in mfq.files[len(keep):]:
+        mf.close()                        # out of view, still on disk
+    mfq.files = keep
+    for mf in keep:
         mf.set_positions(min(max(offset - mf.file_from_offset, 0), mf.file_size))
     mfq.flushed_where = mfq.committed_where = offset
 
@@ -200,15 +212,9 @@ def clip_queue(q, phy_end: int) -> int:
 
 def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=None) -> int:
     "Normal recovery's walk, with the commit log and queues clipped in memory instead of truncated."
-    files = commit_log.mfq.files
-    if observer is not None:
-        observer(RecoveryStarted("read-only", len(files), 0, commit_log.mfq.min_offset, commit_log.mfq.file_size))
-    if not files:
+    process = walk_last_segments(commit_log, "read-only", check_crc, observer)
+    if process is None:
         return 0
-    start = max(0, len(files) - 3)
-    if observer is not None:
-        observer(SegmentChosen(files[start].name, start, "third-last segment: read-only walk"))
-    process, _, _ = walk_segments(commit_log.mfq, start, check_crc, observer)
     clip_positions(commit_log.mfq, process)
     for _, q in cq_store:
         clip_queue(q, process)

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['STORE_ENTRIES', 'FlushConsumeQueueService', 'check_store_root', 'plugin_calls', 'MessageStore']
 
-# %% ../book/07_recovery.ipynb #d6f4f6eb
+# %% ../book/07_recovery.ipynb #902c9561
 import os, threading, time, warnings
 from pathlib import Path
 from .checkpoint import (StoreCheckpoint, StoreLock, create_abort_file, remove_abort_file,
@@ -45,7 +45,7 @@ class FlushConsumeQueueService(threading.Thread):
         self._done.set()
         self.join()
 
-# %% ../book/07_recovery.ipynb #0a3af957
+# %% ../book/07_recovery.ipynb #ae046a40
 STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "abort", "abort.bak", "lock",
                  "config", "transaction", "consumequeue_ext", "batchconsumequeue", "timerwheel",
                  "timerlog", "timermetrics", "compaction", "rocksdbstore"}
@@ -66,12 +66,12 @@ def check_store_root(root: Path, create: bool) -> None:
     if not names and not create:
         raise NotAStoreError(f"{root} is empty: there is no store to open read-only", root)
 
-# %% ../book/07_recovery.ipynb #7207b6f8
+# %% ../book/07_recovery.ipynb #241b3928
 def plugin_calls(plugins, method: str):
     "The bound `method` of every plugin that has it, in order."
     return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
 
-# %% ../book/07_recovery.ipynb #e3d3fd76
+# %% ../book/07_recovery.ipynb #ec3e7727
 class MessageStore:
     "A RocketMQ store: commit log, consume queues, index, checkpoint; start-up, recovery, shutdown."
 
