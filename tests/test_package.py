@@ -42,3 +42,16 @@ def test_engine_modules_do_not_import_pictures():
         assert not re.search(r"^\s*(import|from)\s+(matplotlib|\.viz|mqstore\.viz)", text, re.M), py.name
         if py.stem != "pipeline":  # the Spark chapter's module imports pyspark inside its functions
             assert not re.search(r"^\s*(import|from)\s+pyspark", text, re.M), py.name
+
+
+def test_chapters_are_stored_executed():
+    "nbval compares stored outputs: a chapter committed without them would be checked against nothing."
+    import json
+    for nb in sorted((ROOT / "book").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        code = [c for c in cells if c["cell_type"] == "code"]
+        unexecuted = [i for i, c in enumerate(code) if c.get("execution_count") is None]
+        assert not unexecuted, f"{nb.name}: code cells {unexecuted[:5]} have no stored outputs (make outputs)"
+        pictures = sum(1 for c in code for o in c.get("outputs", [])
+                       if "image/png" in o.get("data", {}) or "anim" in "".join(o.get("data", {}).get("text/html", "")))
+        assert pictures >= 2, f"{nb.name}: {pictures} stored pictures, a chapter has at least two"
