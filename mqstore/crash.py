@@ -10,7 +10,7 @@ __all__ = ['TOPICS', 'UNSYNCED', 'SCENARIO_CONFIG', 'SCENARIOS', 'workload_messa
            'scenario_empty_segment', 'scenario_empty_index_file', 'scenario_unflushed_index',
            'scenario_crash_during_rebuild', 'scenario_key_collision', 'run_scenarios', 'scenario_table']
 
-# %% ../book/08_crash_lab.ipynb #77f40dbd
+# %% ../book/08_crash_lab.ipynb #170e7a05
 import random
 from dataclasses import dataclass, field
 from .message import Message
@@ -40,7 +40,7 @@ class Ack:
         return cls(message.topic, message.queue_id, message.keys[0] if message.keys else "",
                    result.commit_log_offset, result.size, result.queue_offset, bytes(message.body))
 
-# %% ../book/08_crash_lab.ipynb #978cc71a
+# %% ../book/08_crash_lab.ipynb #264786c2
 import json, os, sys, time, traceback
 from dataclasses import asdict
 from .config import StoreConfig
@@ -101,7 +101,7 @@ def zygote_main() -> None:
         _, status = os.waitpid(pid, 0)
         _say(out, f"EXIT {pid} {status}")
 
-# %% ../book/08_crash_lab.ipynb #f7e61bc6
+# %% ../book/08_crash_lab.ipynb #7eaf6abb
 import selectors, signal, subprocess
 
 @dataclass
@@ -178,14 +178,14 @@ class Zygote:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../book/08_crash_lab.ipynb #d10d759f
+# %% ../book/08_crash_lab.ipynb #68f16aec
 import shutil, threading
 from pathlib import Path
 
 UNSYNCED = {"abort", "lock"}      # handled apart: `abort` is fsynced on its own, `lock` is process state
 
 def _tree(root: Path) -> dict:
-    "relative path -> size of every file under root (but abort and lock)."
+    "relative path -> (size, inode) of every file under root (but abort and lock)."
     out = {}
     for dirpath, _, names in os.walk(root):
         for n in names:
@@ -194,9 +194,10 @@ def _tree(root: Path) -> dict:
             if str(rel) in UNSYNCED:
                 continue
             try:
-                out[rel] = p.stat().st_size
+                st = p.stat()
             except FileNotFoundError:
-                pass
+                continue
+            out[rel] = (st.st_size, st.st_ino)
     return out
 
 class ShadowDisk:
@@ -209,23 +210,26 @@ class ShadowDisk:
 
     def __init__(self, live, disk):
         self.live, self.disk = Path(live).resolve(), Path(disk)
-        self._known = _tree(self.disk)
+        self._known = _tree(self.live)     # the disk was just copied from it
         self._lock = threading.Lock()
         self.flushes = self.bytes = 0
 
     def commit_metadata(self) -> None:
-        "Make the live tree's file names and sizes durable (a journal commit)."
+        """Make the live tree's file names and sizes durable (a journal commit). A name whose inode
+        changed was deleted and created again: on disk it is a new file, zeros until flushed."""
         live = _tree(self.live)
         for rel in [r for r in self._known if r not in live]:
             (self.disk / rel).unlink(missing_ok=True)
             del self._known[rel]
-        for rel, size in live.items():
-            if self._known.get(rel) != size:
-                p = self.disk / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                with open(p, "ab") as f:
-                    f.truncate(size)
-                self._known[rel] = size
+        for rel, (size, ino) in live.items():
+            known = self._known.get(rel)
+            if known == (size, ino):
+                continue
+            p = self.disk / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            with open(p, "wb" if known is None or known[1] != ino else "ab") as f:
+                f.truncate(size)
+            self._known[rel] = (size, ino)
 
     def __call__(self, path, start: int, length: int) -> None:
         path = Path(path).resolve()
@@ -270,7 +274,7 @@ def power_cut(live, disk) -> Path:
     disk.rename(live)
     return live
 
-# %% ../book/08_crash_lab.ipynb #9a2ba697
+# %% ../book/08_crash_lab.ipynb #50243443
 from .commit_log import walk_log, takes_queue_offset
 from .consume_queue import FILLER_SIZE, GetMessageStatus
 from .index import index_key_hash, index_keys_of
@@ -449,7 +453,7 @@ def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None
         store.close()
     return report
 
-# %% ../book/08_crash_lab.ipynb #f356c278
+# %% ../book/08_crash_lab.ipynb #0132e99c
 import struct
 from .checkpoint import read_checkpoint_fields
 
@@ -550,7 +554,7 @@ def leave_empty_segment(root, config) -> Path:
     nxt = int(segs[-1].name) + config.commit_log_file_size if segs else 0
     return leave_empty_file(folder, f"{nxt:020d}")
 
-# %% ../book/08_crash_lab.ipynb #b6e344dd
+# %% ../book/08_crash_lab.ipynb #a78e8cc2
 from .config import FLUSH_SYNC
 
 @dataclass
@@ -675,7 +679,7 @@ def summarize(trials) -> dict:
             "torn": sum(t.torn for t in trials), "problems": sum(t.problems for t in trials),
             "not_kept": sum(t.not_kept for t in trials)}
 
-# %% ../book/08_crash_lab.ipynb #89e36d82
+# %% ../book/08_crash_lab.ipynb #7f338d68
 import warnings
 
 SCENARIO_CONFIG = StoreConfig.small(commit_log_file_size=16 * 1024, flush_cq_thorough_interval_ms=600_000,
@@ -726,7 +730,7 @@ def _check(root, acks, clock, config=SCENARIO_CONFIG):
     clock.tick(60_000)
     return check_store(root, config, acks, clock=clock)
 
-# %% ../book/08_crash_lab.ipynb #736d11bc
+# %% ../book/08_crash_lab.ipynb #d6b24c71
 from .recovery import SegmentChosen, Truncated
 
 def _events(report, kind):
@@ -802,7 +806,7 @@ def scenario_index_after_crash(work) -> ScenarioResult:
                           ok, report, {"dropped": len(names), "would_lose": would_lose,
                                        "checkpoint_start": ckpt_start, "replay_from": dropped[0].replay_from if dropped else None})
 
-# %% ../book/08_crash_lab.ipynb #9e1f45cd
+# %% ../book/08_crash_lab.ipynb #29d0591b
 def _busiest_queue(acks):
     from collections import Counter
     return Counter((a.topic, a.queue_id) for a in acks).most_common(1)[0][0]

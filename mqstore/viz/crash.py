@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['PHASE_COLORS', 'MODE_MARKERS', 'plot_acknowledged', 'plot_kill_points', 'plot_recovery_cost', 'plot_trials']
 
-# %% ../../book/08_crash_lab.ipynb #81f0490b
+# %% ../../book/08_crash_lab.ipynb #1633f1b7
 import numpy as np
 import matplotlib.pyplot as plt
 
