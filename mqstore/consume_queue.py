@@ -5,7 +5,7 @@ __all__ = ['CQ_STORE_UNIT_SIZE', 'FILLER_SIZE', 'CQ_UNIT_DTYPE', 'FILLER_UNIT', 
            'check_topic_folder_name', 'ConsumeQueue', 'ConsumeQueueStore', 'GetMessageStatus', 'GetMessageResult',
            'parse_subscription', 'get_messages']
 
-# %% ../book/05_dispatch.ipynb #7a4c1a8e
+# %% ../book/05_dispatch.ipynb #c6d90877
 import struct
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,7 +37,7 @@ def check_topic_folder_name(topic: str) -> None:
     if not topic or topic in (".", "..") or "/" in topic or "\x00" in topic or len(topic.encode()) > 255:
         raise InvalidTopicError(f"topic {topic!r} cannot name a consume-queue folder")
 
-# %% ../book/05_dispatch.ipynb #fc66826f
+# %% ../book/05_dispatch.ipynb #32cf2da9
 class ConsumeQueue:
     "One queue of one topic: 20-byte units in fixed-size files (RocketMQ's ConsumeQueue)."
 
@@ -185,8 +185,10 @@ class ConsumeQueue:
                 self.mfq.files.pop().destroy()
                 continue
             pos = n * CQ_STORE_UNIT_SIZE
-            zero_tail(mf, pos)
-            mf.set_positions(pos)
+            if pos < mf.wrote_position:  # a real cut: zero the tail on disk, then move the positions
+                zero_tail(mf, pos)
+                mf.set_positions(pos)
+            # else nothing to cut: the positions stay, so units not yet flushed still count as unflushed
             break
         end = self.mfq.max_offset
         self.mfq.flushed_where = min(self.mfq.flushed_where, end)
@@ -221,7 +223,7 @@ class ConsumeQueue:
         return (f"ConsumeQueue({self.topic}-{self.queue_id}, offsets=[{self.min_offset_in_queue}, "
                 f"{self.max_offset_in_queue}), files={len(self.mfq.files)}, max_phy={self.max_physic_offset})")
 
-# %% ../book/05_dispatch.ipynb #4dda9d58
+# %% ../book/05_dispatch.ipynb #bd427487
 class ConsumeQueueStore:
     "Every consume queue under `root/consumequeue` (RocketMQ's consumeQueueTable)."
 
@@ -308,7 +310,7 @@ class ConsumeQueueStore:
     def __repr__(self):
         return f"ConsumeQueueStore({len(self.queues)} queues, max_phy={self.max_physic_offset})"
 
-# %% ../book/05_dispatch.ipynb #fa957cd9
+# %% ../book/05_dispatch.ipynb #acf7264c
 class GetMessageStatus(Enum):
     "RocketMQ's GetMessageStatus, the values a read can end with."
     FOUND = "FOUND"

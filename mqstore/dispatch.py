@@ -5,7 +5,7 @@ __all__ = ['DispatchRequest', 'request_from_message', 'read_dispatch_request', '
            'property_spans', 'span_strings', 'span_java_hashes', 'scan_property', 'scan_topic_ids', 'SegmentBatch',
            'index_key_columns', 'decode_segment_batch', 'build_consume_queues_bulk']
 
-# %% ../book/05_dispatch.ipynb #30e7f339
+# %% ../book/05_dispatch.ipynb #f07bdfc4
 import re, threading, time
 from dataclasses import dataclass, field
 import numpy as np
@@ -57,7 +57,7 @@ def read_dispatch_request(buf, pos: int = 0) -> DispatchRequest:
     fits = r.status is RecordStatus.TORN and 0 < r.size <= len(buf) - pos
     return DispatchRequest(msg_size=r.size if fits else -1, success=False, status=r.status, reason=r.reason)
 
-# %% ../book/05_dispatch.ipynb #36de21b0
+# %% ../book/05_dispatch.ipynb #af14bd4f
 @dataclass(frozen=True)
 class DispatchEvent:
     "What the reput loop did at an offset: 'dispatched', 'blank', 'skipped' or 'stopped'."
@@ -106,7 +106,7 @@ def dispatch_range(commit_log, from_offset: int, dispatchers, to_offset: int | N
             break
     return offset
 
-# %% ../book/05_dispatch.ipynb #cb511b71
+# %% ../book/05_dispatch.ipynb #96a3e962
 class ReputService:
     "Follows the commit log and dispatches new records (RocketMQ's ReputMessageService)."
 
@@ -175,7 +175,7 @@ class ReputService:
         self.stop()
         self.dispatch_until()
 
-# %% ../book/05_dispatch.ipynb #dd779447
+# %% ../book/05_dispatch.ipynb #5b15b3d9
 from .message import java_string_hash
 
 _INV31 = pow(31, -1, 1 << 32)
@@ -299,7 +299,7 @@ def span_java_hashes(buf, start, length, chunk: int = 1 << 16, wide=None) -> np.
         del data
     return out
 
-# %% ../book/05_dispatch.ipynb #8b87cf75
+# %% ../book/05_dispatch.ipynb #21747243
 def scan_property(buf, headers, name: str) -> list:
     """The value of one property for every scanned record (None when absent or empty).
 
@@ -326,7 +326,7 @@ def scan_topic_ids(buf, headers):
     names = [bytes(grid[i, :tl[i]]).decode("utf-8", "replace") for i in first.tolist()]
     return ids.reshape(-1).astype(np.int64), names
 
-# %% ../book/05_dispatch.ipynb #aa5abf6e
+# %% ../book/05_dispatch.ipynb #0ad1bf51
 @dataclass
 class SegmentBatch:
     "The decoded columns of a scanned segment that dispatch needs (one row per record)."

@@ -169,3 +169,24 @@ def test_put_bulk_equals_put(tmp_path_factory, steps, start, replay):
     assert all(bytes(x._mm) == bytes(y._mm) for x, y in zip(a.mfq.files, b.mfq.files))
     assert a.max_physic_offset == b.max_physic_offset and a.max_offset_in_queue == b.max_offset_in_queue
     a.close(); b.close()
+
+
+def test_truncate_past_every_unit_keeps_unflushed_units_unflushed(tmp_path):
+    "Found by the power-loss trials: a cut that removes nothing must not mark unflushed units as flushed."
+    from mqstore.consume_queue import ConsumeQueue
+    from mqstore.mapped_file import FLUSH_LISTENERS
+    q = ConsumeQueue(tmp_path / "q", "T", 0, units_per_file=8)
+    for i in range(8):                              # a full file, never flushed
+        q.put(i * 100, 100, 0, i)
+    mf = q.mfq.files[0]
+    assert mf.flushed_position == 0
+    q.truncate_dirty_logic_files(10_000)            # the commit log ends after every unit
+    assert mf.wrote_position == 160 and mf.flushed_position == 0
+    seen = []
+    FLUSH_LISTENERS.append(lambda path, start, length: seen.append((start, length)))
+    try:
+        while q.flush(0):
+            pass
+    finally:
+        FLUSH_LISTENERS.pop()
+    assert seen and seen[-1][0] + seen[-1][1] >= 160 and mf.flushed_position == 160

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['draw_fanout', 'draw_queue_file']
 
-# %% ../../book/05_dispatch.ipynb #c254d118
+# %% ../../book/05_dispatch.ipynb #775617f6
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
