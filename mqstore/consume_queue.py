@@ -156,7 +156,7 @@ class ConsumeQueue:
 
     # -- recovery
     def recover(self) -> int:
-        "Find where the valid units end, from the third-last file on; drop the rest (FORMATS 5.6)."
+        "Find where the valid units end, from the third-last file on; drop the rest (RocketMQ's ConsumeQueue.recover)."
         files = self.mfq.files
         if not files:
             return self.max_physic_offset
@@ -271,7 +271,7 @@ class ConsumeQueueStore:
         return {queue_key(t, i): q.max_offset_in_queue for (t, i), q in sorted(self.queues.items())}
 
     def recover_topic_queue_table(self, commit_log_min_offset: int) -> dict:
-        "RocketMQ's recoverTopicQueueTable: correct every min offset, return the table (FORMATS 5.7)."
+        "RocketMQ's recoverTopicQueueTable: correct every min offset, return the table."
         for q in self.queues.values():
             q.correct_min_offset(commit_log_min_offset)
         return self.topic_queue_table()

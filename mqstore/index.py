@@ -308,7 +308,7 @@ class IndexService:
         self.files: list[IndexFile] = []
 
     def load(self, last_exit_ok: bool = True, index_msg_timestamp: int = 0) -> "IndexService":
-        "Open every index file; after a crash drop those newer than the checkpoint (FORMATS 5.8)."
+        "Open every index file; after a crash drop those newer than the checkpoint (RocketMQ's IndexService.load)."
         if not self.folder.is_dir():
             return self
         for p in sorted(self.folder.iterdir()):

@@ -47,7 +47,7 @@ def assemble_store(root, commitlog: bytes, cq_units, index_files=(), segment_siz
     return root
 
 def assemble_vector_store(vectors, root) -> Path:
-    "The store a broker would hold after writing RocketMQ's conformance vectors (`../shared/vectors/rocketmq`)."
+    "The store a broker would hold after writing RocketMQ's conformance vectors (`book/data/rocketmq`)."
     vectors = Path(vectors)
     messages = [json.loads(line) for line in (vectors / "messages.jsonl").read_text().splitlines() if line]
     units = [(m["topic"], m["queueId"], m["queueOffset"], e["commitLogOffset"], e["size"], e["tagsCode"])
