@@ -65,6 +65,7 @@ def test_page_renders_with_pictures_and_no_errors(chromium, page):
             assert (html.parent / src).resolve().exists(), f"{page}: missing image {src}"
     if source.exists() and "to_jshtml" in source.read_text():
         assert "anim-controls" in text or "anim-buttons" in text, f"{page}: animation without controls"
+    assert "#|" not in text, f"{page}: an export directive is visible on the page"
     for bad in ("Traceback (most recent call last)", 'class="output traceback', "output stderr",
                 "Error in cell", "ModuleNotFoundError"):
         assert bad not in text, f"{page}: error output on the page ({bad!r})"
