@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['MQStoreError', 'ConfigError', 'StoreFileError', 'SegmentNameError', 'SegmentSizeError', 'StoreStateError', 'StoreClosedError', 'CapacityError', 'SegmentFullError', 'OffsetError', 'OffsetOutOfRangeError', 'SegmentGapError', 'RecordError', 'CorruptRecordError', 'TornRecordError', 'NotARecordStartError', 'MessageError', 'InvalidTopicError', 'MessageTooLargeError', 'PropertiesTooLongError', 'InvalidPropertyError', 'QueryError', 'CorruptFileError', 'StoreLockedError', 'ReadOnlyStoreError', 'IndexFileFullError', 'NotAStoreError', 'TransactionError', 'UnknownTransactionError', 'TransactionGroupMismatchError', 'TransactionStateError', 'PipelineError']
 
-# %% ../book/01_mapped_file.ipynb #ceec068c
+# %% ../book/01_mapped_file.ipynb #fab68e33
 class MQStoreError(Exception):
     "Base of every error mqstore raises on purpose."
 
@@ -19,25 +19,25 @@ class StoreFileError(MQStoreError):
 class SegmentNameError(StoreFileError):
     "A file in a segment folder is not named by a 20-digit offset."
 
-# %% ../book/01_mapped_file.ipynb #583ce273
+# %% ../book/01_mapped_file.ipynb #f139754b
 class SegmentSizeError(StoreFileError):
     "A segment's length differs from the configured file size."
 
-# %% ../book/01_mapped_file.ipynb #3fc430ab
+# %% ../book/01_mapped_file.ipynb #216ebd7b
 class StoreStateError(MQStoreError):
     "An operation the store cannot do in its current state."
 
 class StoreClosedError(StoreStateError):
     "The store (or file) was closed."
 
-# %% ../book/01_mapped_file.ipynb #8894c9ac
+# %% ../book/01_mapped_file.ipynb #9de8a7ba
 class CapacityError(MQStoreError):
     "There is no room for what was asked."
 
 class SegmentFullError(CapacityError):
     "An append does not fit in the rest of a mapped file."
 
-# %% ../book/01_mapped_file.ipynb #9ecb1b76
+# %% ../book/01_mapped_file.ipynb #c83e2ff7
 class OffsetError(MQStoreError, LookupError):
     "An offset does not name a place that can be read."
 

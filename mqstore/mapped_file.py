@@ -4,7 +4,7 @@
 __all__ = ['OS_PAGE_SIZE', 'FLUSH_LISTENERS', 'offset_to_name', 'name_to_offset', 'MappedFile',
            'announce_flush', 'able_to_flush', 'flush_range', 'TransientMappedFile']
 
-# %% ../book/01_mapped_file.ipynb #25618c76
+# %% ../book/01_mapped_file.ipynb #1ca4aea5
 import mmap, os
 from pathlib import Path
 from .errors import ConfigError, SegmentNameError
@@ -23,7 +23,7 @@ def name_to_offset(name: str) -> int:
         raise SegmentNameError(f"{name!r} is not a segment name (20 decimal digits)", name)
     return int(name)
 
-# %% ../book/01_mapped_file.ipynb #a73930a6
+# %% ../book/01_mapped_file.ipynb #07f4f6ab
 def _preallocate(path: Path, file_size: int) -> None:
     "Create `path` at exactly `file_size` zero bytes (refuses to overwrite)."
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -32,7 +32,7 @@ def _preallocate(path: Path, file_size: int) -> None:
     finally:
         os.close(fd)
 
-# %% ../book/01_mapped_file.ipynb #b8704af9
+# %% ../book/01_mapped_file.ipynb #afa48594
 from .errors import SegmentSizeError
 
 def _map(path: Path, file_size: int, writable: bool = True):
@@ -50,7 +50,7 @@ def _map(path: Path, file_size: int, writable: bool = True):
         raise
     return f, mm
 
-# %% ../book/01_mapped_file.ipynb #4fa48715
+# %% ../book/01_mapped_file.ipynb #95173705
 from .errors import StoreClosedError
 
 class MappedFile:
@@ -195,13 +195,13 @@ class MappedFile:
         self.close()
         self.path.unlink(missing_ok=True)
 
-# %% ../book/01_mapped_file.ipynb #9c301ca3
+# %% ../book/01_mapped_file.ipynb #fafebafe
 from .errors import SegmentFullError
 
-# %% ../book/01_mapped_file.ipynb #c93ab615
+# %% ../book/01_mapped_file.ipynb #c677335a
 from .errors import OffsetOutOfRangeError
 
-# %% ../book/01_mapped_file.ipynb #07d795eb
+# %% ../book/01_mapped_file.ipynb #77bac4da
 FLUSH_LISTENERS: list = []    # callables (path, start, length), told after every msync
 
 def announce_flush(path, start: int, length: int) -> None:
@@ -209,7 +209,7 @@ def announce_flush(path, start: int, length: int) -> None:
     for listener in FLUSH_LISTENERS:
         listener(path, start, length)
 
-# %% ../book/01_mapped_file.ipynb #81cd7c6d
+# %% ../book/01_mapped_file.ipynb #cedd8363
 def able_to_flush(flushed: int, committed: int, file_size: int, least_pages: int) -> bool:
     "RocketMQ's `isAbleToFlush`: a full file, or enough dirty pages, or anything with 0."
     if committed == file_size and flushed < committed:
@@ -218,13 +218,13 @@ def able_to_flush(flushed: int, committed: int, file_size: int, least_pages: int
         return committed // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE >= least_pages
     return committed > flushed
 
-# %% ../book/01_mapped_file.ipynb #ddd3215c
+# %% ../book/01_mapped_file.ipynb #d80e842d
 def flush_range(flushed: int, committed: int) -> tuple[int, int]:
     "The page-aligned (start, length) that `msync` must cover to make `committed` durable."
     start = flushed - flushed % OS_PAGE_SIZE
     return start, committed - start
 
-# %% ../book/01_mapped_file.ipynb #1bd04be2
+# %% ../book/01_mapped_file.ipynb #acda2864
 class TransientMappedFile(MappedFile):
     "A MappedFile whose appends go to a write buffer until `commit` (RocketMQ's transient store pool)."
 
