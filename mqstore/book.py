@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['add_to_class']
 
-# %% ../book/01_mapped_file.ipynb #3e4e165e
+# %% ../book/01_mapped_file.ipynb #781e7f45
 def add_to_class(cls):
     "Decorator: attach the function (or property, classmethod, staticmethod) below it to `cls`."
     def attach(member):
