@@ -40,7 +40,7 @@ class StoreStateError(MQStoreError):
 class StoreClosedError(StoreStateError):
     "The store (or file) was closed."
 
-# %% ../book/02_mapped_file_queue.ipynb #4af0a75c
+# %% ../book/02_mapped_file_queue.ipynb #17804c47
 class SegmentGapError(StoreFileError):
     "Two neighbouring segments do not cover contiguous offsets."
 
