@@ -53,9 +53,9 @@ def draw_offsets(log, cq, queue_offset: int, unit_size: int = 20):
     for k in range(cq.min_offset, cq.max_offset, unit_size):
         top.plot([k, k], [0, 1], color="white", lw=0.8)
     draw_segments(bottom, log, label="physical offset in the commit log (bytes)")
-    _pick(top, cf, byte, unit_size, f"1. queue offset {queue_offset} -> byte {queue_offset} x {unit_size} "
-          f"= {byte:,} -> file {cf.name}")
-    _pick(bottom, lf, phys, size, f"2. its unit holds physical offset {phys:,} (size {size}) -> file {lf.name}")
+    _pick(top, cf, byte, unit_size, f"1. queue offset {queue_offset} → byte {queue_offset} × {unit_size} "
+          f"= {byte:,} → file {cf.name}")
+    _pick(bottom, lf, phys, size, f"2. its unit holds physical offset {phys:,} (size {size}) → file {lf.name}")
     fig.legend(handles=[Patch(color=WRITTEN, label="written bytes"),
                         Patch(color=PICKED, label=f"the unit of queue offset {queue_offset}, its record")],
                loc="upper right", fontsize=8, ncol=2, frameon=False)
