@@ -44,7 +44,7 @@ class OffsetError(MQStoreError, LookupError):
 class OffsetOutOfRangeError(OffsetError):
     "An offset below the minimum or at / past the maximum."
 
-# %% ../book/02_mapped_file_queue.ipynb #4af0a75c
+# %% ../book/02_mapped_file_queue.ipynb #17804c47
 class SegmentGapError(StoreFileError):
     "Two neighbouring segments do not cover contiguous offsets."
 

@@ -1,4 +1,5 @@
 import warnings
+import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -170,3 +171,72 @@ def test_flush_stops_when_the_last_file_is_exactly_full(tmp_path):
         assert rounds < 10
     assert rounds == 2 and q.flushed_where == 96
     assert not q.flush(0) and q.flushed_where == 96
+
+
+# issue 14, item 6: offsets are signed 64-bit; a segment named at or past 2**63 is refused at load
+@pytest.mark.parametrize("name", ["09223372036854775808", "99999999999999999999",
+                                  offset_to_name(2**63 - SIZE // 2)])     # starts below, ends past
+def test_load_refuses_a_segment_past_2_63_and_changes_nothing(tmp_path, name):
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / name).write_bytes(bytes(SIZE))
+    before = snapshot(tmp_path)
+    with pytest.raises(SegmentNameError, match=name):
+        MappedFileQueue(tmp_path, SIZE).load()
+    assert snapshot(tmp_path) == before
+
+
+def test_a_segment_ending_exactly_at_2_63_loads(tmp_path):
+    (tmp_path / offset_to_name(2**63 - SIZE)).write_bytes(bytes(SIZE))
+    q = MappedFileQueue(tmp_path, SIZE).load()
+    assert q.min_offset == 2**63 - SIZE and q.max_offset == 2**63
+    q.close()
+
+
+def test_a_store_with_a_segment_past_2_63_does_not_open(tmp_path):
+    "The defect as a user met it: the store opened, then put failed with struct.error."
+    from mqstore.config import StoreConfig
+    from mqstore.message import Message
+    from mqstore.store import MessageStore
+    cfg = StoreConfig.small()
+    with MessageStore.open(tmp_path, cfg) as store:
+        store.put(Message("T", b"x"))
+    folder = tmp_path / "commitlog"
+    (folder / "09223372036854775808").write_bytes(bytes(cfg.commit_log_file_size))
+    with pytest.raises(SegmentNameError, match="09223372036854775808"):
+        MessageStore.open(tmp_path, cfg)
+
+
+# issue 14, item 11: files that cannot be segments (a dot in the name) are ignored with a warning
+@pytest.mark.parametrize("stray", [".DS_Store", "foo.tmp", "._00000000000000000000", ".lock",
+                                   offset_to_name(SIZE) + ".bak"])
+def test_load_ignores_stray_files_with_a_warning_that_names_them(tmp_path, stray):
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / stray).write_bytes(b"not a segment")
+    with pytest.warns(UserWarning, match=re.escape(stray)):
+        q = MappedFileQueue(tmp_path, SIZE).load()
+    assert [mf.name for mf in q.files] == [offset_to_name(0)] and q.max_offset == SIZE
+    assert (tmp_path / stray).read_bytes() == b"not a segment"
+    q.close()
+
+
+@pytest.mark.parametrize("name", ["1024", "0" * 21, "0" * 19, "README", "checkpoint",
+                                  "\u0660" * 20, "0000000000000000102x"])
+def test_only_twenty_ascii_digits_name_a_segment(tmp_path, name):
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / name).write_bytes(bytes(SIZE))
+    with pytest.raises(SegmentNameError):
+        MappedFileQueue(tmp_path, SIZE).load()
+
+
+def test_a_store_with_a_ds_store_in_its_commitlog_opens(tmp_path):
+    from mqstore.config import StoreConfig
+    from mqstore.message import Message
+    from mqstore.store import MessageStore
+    cfg = StoreConfig.small()
+    with MessageStore.open(tmp_path, cfg) as store:
+        store.put(Message("T", b"x"))
+    (tmp_path / "commitlog" / ".DS_Store").write_bytes(bytes(6148))
+    with pytest.warns(UserWarning, match="DS_Store"):
+        store = MessageStore.open(tmp_path, cfg)
+    with store:
+        assert store.get("T", 0, 0).messages[0].body == b"x"
