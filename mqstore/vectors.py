@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['rocketmq_vectors']
 
-# %% ../book/03_record_format.ipynb #4b67c5b3
+# %% ../book/03_record_format.ipynb #29d72bb8
 import os
 from pathlib import Path
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['STATUS_COLORS', 'GROUPS', 'walk_log', 'draw_check_walk', 'draw_record', 'draw_size_breakdown']
 
-# %% ../../book/03_record_format.ipynb #c2582d9e
+# %% ../../book/03_record_format.ipynb #a302e577
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
 import numpy as np
@@ -30,7 +30,7 @@ def _stop_width(buf, pos, size, status):
         return min(max(int.from_bytes(bytes(buf[pos:pos + 4]), "big", signed=True), 91), len(buf) - pos)
     return len(buf) - pos
 
-# %% ../../book/03_record_format.ipynb #3b7adba6
+# %% ../../book/03_record_format.ipynb #ebe8b90a
 def draw_check_walk(logs: dict, ax=None, title=None):
     "One bar per log: the records check_record accepts, the answer that stops the walk, and what is never read."
     if ax is None:
@@ -61,7 +61,7 @@ def draw_check_walk(logs: dict, ax=None, title=None):
         ax.spines[side].set_visible(False)
     return ax
 
-# %% ../../book/03_record_format.ipynb #542197a9
+# %% ../../book/03_record_format.ipynb #86e42440
 GROUPS = {  # group of fields -> (cell colour, text colour)
     "size, magic, CRC": ("#56B4E9", "black"), "queue id, flag, offsets": ("#009E73", "black"),
     "sysflag, reconsume, prepared tx": ("#FFFFFF", "black"), "born time + host": ("#E69F00", "black"),
@@ -75,7 +75,7 @@ _FIELD_GROUP = {f: g for g, fs in {
     "length fields": "BODYLENGTH TOPICLENGTH PROPERTIESLENGTH",
     "body": "BODY", "topic": "TOPIC", "properties": "PROPERTIES"}.items() for f in fs.split()}
 _SHORT = {"TOTALSIZE": "size", "MAGICCODE": "magic", "BODYCRC": "crc", "QUEUEID": "qid", "FLAG": "flag",
-          "QUEUEOFFSET": "queue offset", "PHYSICALOFFSET": "physical offset", "SYSFLAG": "sysflag",
+          "QUEUEOFFSET": "queue offset", "PHYSICALOFFSET": "phys. offset", "SYSFLAG": "sysflag",
           "BORNTIMESTAMP": "born time", "BORNHOST": "born host", "STORETIMESTAMP": "store time",
           "STOREHOSTADDRESS": "store host", "RECONSUMETIMES": "recons.", "PREPAREDTRANSACTIONOFFSET":
           "prepared tx offset", "BODYLENGTH": "len", "BODY": "body", "TOPICLENGTH": "len",
@@ -91,15 +91,14 @@ def _draw_field(ax, name, off, size, data, width, top):
                 family="monospace", color=ink)
     if size:
         x, y = off % width, top(off)
+        room = (width - x) * ax.bbox.width / width * 72 / ax.figure.dpi     # points left in the row
         label = f"{_SHORT[name]} ({size})" if size > 2 else _SHORT[name]
-        cell_pt = ax.bbox.width / (width + 0.0) * 72 / ax.figure.dpi
-        if (width - x) * cell_pt < 5.2 * len(label):       # no room before the row ends: end there
-            ax.text(width - 0.05, y + 1.06, label, fontsize=8, va="bottom", ha="right")
-        else:
-            ax.text(x + 0.08, y + 1.06, label, fontsize=8, va="bottom", ha="left")
+        if room < 5.2 * len(label):                        # about 5.2 points a character at 8 pt
+            label = _SHORT[name]
+        ax.text(x + 0.08, y + 1.06, label, fontsize=8, va="bottom", ha="left")
         ax.plot([x, x], [y, y + 1.45], color="black", lw=1.0)
 
-# %% ../../book/03_record_format.ipynb #96169bba
+# %% ../../book/03_record_format.ipynb #8bca657c
 def draw_record(buf, pos=0, ax=None, title=None, width=32):
     "Draw the record at `buf[pos:]` as a byte map: one cell per byte, coloured by field."
     fields = record_fields(buf, pos)
@@ -127,7 +126,7 @@ def draw_record(buf, pos=0, ax=None, title=None, width=32):
         ax.spines[side].set_visible(False)
     return ax
 
-# %% ../../book/03_record_format.ipynb #58eae8b2
+# %% ../../book/03_record_format.ipynb #2e55cd9b
 def draw_size_breakdown(headers, labels=None, ax=None, title=None):
     "Stacked bars: header, body, topic and properties bytes of each scanned record (as shares)."
     total = headers["total_size"].astype(float)
