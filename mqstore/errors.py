@@ -44,7 +44,7 @@ class StoreClosedError(StoreStateError):
 class SegmentGapError(StoreFileError):
     "Two neighbouring segments do not cover contiguous offsets."
 
-# %% ../book/03_record_format.ipynb #3f637a3e
+# %% ../book/03_record_format.ipynb #eff44121
 class MessageError(MQStoreError, ValueError):
     "A message that cannot be stored as given."
 
@@ -63,7 +63,7 @@ class InvalidPropertyError(MessageError):
 class QueryError(MQStoreError, ValueError):
     "A query whose arguments cannot be right (begin after end, negative counts)."
 
-# %% ../book/03_record_format.ipynb #37b31745
+# %% ../book/03_record_format.ipynb #e250aa37
 class RecordError(MQStoreError):
     "A commit-log record cannot be decoded."
     def __init__(self, message, offset=None):

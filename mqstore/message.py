@@ -23,7 +23,7 @@ __all__ = ['MESSAGE_MAGIC_CODE', 'MESSAGE_MAGIC_CODE_V2', 'BLANK_MAGIC_CODE', 'E
            'decode_record', 'record_fields', 'scan_segment', 'header_ip', 'scan_topics', 'scan_properties',
            'scan_tags_codes']
 
-# %% ../book/03_record_format.ipynb #8a0b80c7
+# %% ../book/03_record_format.ipynb #e003fa8e
 import functools, ipaddress, struct, zlib
 from dataclasses import dataclass, field
 from enum import Enum
@@ -44,7 +44,7 @@ MAX_TOPIC_LENGTH_V1 = 127               # the topic length is a signed byte
 MAX_TOPIC_LENGTH_V2 = 32767             # ... or a signed short
 MAX_PROPERTIES_LENGTH = 32767           # the properties length is a signed short
 
-# %% ../book/03_record_format.ipynb #f9a2b335
+# %% ../book/03_record_format.ipynb #0aa58250
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_NOT_TYPE = 0x0
@@ -69,7 +69,7 @@ def compression_type(sys_flag: int):
     return {0: "zlib", COMPRESSION_LZ4: "lz4", COMPRESSION_ZSTD: "zstd",
             COMPRESSION_ZLIB: "zlib"}.get(sys_flag & COMPRESSION_TYPE_MASK, "unknown")
 
-# %% ../book/03_record_format.ipynb #644418f7
+# %% ../book/03_record_format.ipynb #86dc84bc
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
 PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
@@ -93,7 +93,7 @@ PROPERTY_SEPARATOR = "\x02"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"         # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
-# %% ../book/03_record_format.ipynb #86ba1604
+# %% ../book/03_record_format.ipynb #29cae0bb
 class PropertyAccess:
     "tags / keys / uniq_key as attributes over a `properties` dict (mixin)."
     @property
@@ -126,7 +126,7 @@ class PropertyAccess:
         else:
             self.properties[name] = value
 
-# %% ../book/03_record_format.ipynb #4ef66d7e
+# %% ../book/03_record_format.ipynb #7df0ae90
 @dataclass
 class Message(PropertyAccess):
     "A message as a producer sends it (RocketMQ's Message + the broker-side fields)."
@@ -153,7 +153,7 @@ class Message(PropertyAccess):
             prepared_transaction_offset=self.prepared_transaction_offset,
             body=bytes(self.body), topic=self.topic, properties=dict(self.properties))
 
-# %% ../book/03_record_format.ipynb #989810f9
+# %% ../book/03_record_format.ipynb #22a69e6b
 @dataclass
 class StoredMessage(PropertyAccess):
     "A commit-log record with every header field (RocketMQ's MessageExt)."
@@ -200,7 +200,7 @@ class StoredMessage(PropertyAccess):
         "The offset message id: store host + physical offset in hex."
         return create_message_id(self.store_host, self.commit_log_offset)
 
-# %% ../book/03_record_format.ipynb #97127f35
+# %% ../book/03_record_format.ipynb #71499bb0
 QUEUE_OFFSET_POSITION = 20
 PHYSICAL_OFFSET_POSITION = 28
 SYSFLAG_POSITION = 36
@@ -227,7 +227,7 @@ def store_timestamp_position(sys_flag: int) -> int:
     "Where STORETIMESTAMP starts: 56, or 68 after an IPv6 born host."
     return BORN_HOST_POSITION + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
 
-# %% ../book/03_record_format.ipynb #1a70e2fc
+# %% ../book/03_record_format.ipynb #fa006373
 from .errors import (MessageError, InvalidTopicError, MessageTooLargeError,
                             PropertiesTooLongError, InvalidPropertyError, QueryError)
 
@@ -255,7 +255,7 @@ def _unpack_host(buf, pos: int, v6: bool):
     (port,) = struct.unpack_from(">i", buf, pos + n)
     return (ip, port), pos + n + 4
 
-# %% ../book/03_record_format.ipynb #326dd3ba
+# %% ../book/03_record_format.ipynb #5865ffb3
 def _host_bits(sys_flag: int, born_v6: bool, store_v6: bool) -> int:
     "The sysflag with its two IPv6 bits set from the hosts, whatever it said before."
     return (sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
@@ -270,12 +270,12 @@ def _encode_header(msg, total: int, magic: int, crc: int, sys_flag: int, born: b
         born, struct.pack(">q", msg.store_timestamp), store,
         struct.pack(">iqi", msg.reconsume_times, msg.prepared_transaction_offset, body_len)))
 
-# %% ../book/03_record_format.ipynb #84d1db26
+# %% ../book/03_record_format.ipynb #e610879e
 def body_crc(body) -> int:
     "UtilAll.crc32: zlib's CRC-32 with the sign bit cleared (0 for an empty body)."
     return zlib.crc32(body) & 0x7FFFFFFF if body else 0
 
-# %% ../book/03_record_format.ipynb #6750f95e
+# %% ../book/03_record_format.ipynb #63567b50
 def java_length(s: str) -> int:
     "Java's String.length(): the number of UTF-16 code units."
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
@@ -297,7 +297,7 @@ def _encode_topic(topic, version):
             f"topic {topic[:40]!r}... is {len(data)} UTF-8 bytes; version {version} holds at most {limit}")
     return data
 
-# %% ../book/03_record_format.ipynb #57669cff
+# %% ../book/03_record_format.ipynb #71a17aac
 def _check_property(name, value) -> str:
     "One `name\\x01value\\x02` piece, or an InvalidPropertyError."
     if not isinstance(name, str) or not isinstance(value, str):
@@ -325,7 +325,7 @@ def encode_properties(properties) -> bytes:
             f"encoded properties are {len(data)} bytes, over the {MAX_PROPERTIES_LENGTH}-byte limit")
     return data
 
-# %% ../book/03_record_format.ipynb #430e7794
+# %% ../book/03_record_format.ipynb #c4e6442c
 def decode_properties(data) -> dict:
     "Parse stored properties (bytes or str) the way RocketMQ's decoder does."
     s = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
@@ -336,13 +336,13 @@ def decode_properties(data) -> dict:
             out[piece[:i]] = piece[i + 1:]
     return out
 
-# %% ../book/03_record_format.ipynb #156fd56a
+# %% ../book/03_record_format.ipynb #50b06540
 def _encode_blobs(body: bytes, topic: bytes, props: bytes, version: int) -> bytes:
     "Body (its int32 length is in the header), topic behind its length, properties behind theirs."
     return b"".join((body, struct.pack(">h" if version == 2 else ">b", len(topic)), topic,
                      struct.pack(">h", len(props)), props))
 
-# %% ../book/03_record_format.ipynb #e292fd73
+# %% ../book/03_record_format.ipynb #67a711c7
 _INT_FIELDS = (("queue_id", 32), ("flag", 32), ("queue_offset", 64), ("commit_log_offset", 64),
                ("sys_flag", 32), ("born_timestamp", 64), ("store_timestamp", 64),
                ("reconsume_times", 32), ("prepared_transaction_offset", 64))
@@ -364,7 +364,7 @@ def _checked_parts(msg, version: int, max_body_size: int):
             raise MessageError(f"{name} = {v!r} does not fit a signed {bits}-bit field")
     return topic, body, props
 
-# %% ../book/03_record_format.ipynb #e632bffe
+# %% ../book/03_record_format.ipynb #bc66e7fa
 def encode_record(msg, *, version=None, max_body_size: int = MAX_MESSAGE_SIZE) -> bytes:
     """Encode a StoredMessage (or anything with its attributes) as a commit-log record.
 
@@ -387,7 +387,7 @@ def encode_record(msg, *, version=None, max_body_size: int = MAX_MESSAGE_SIZE) -
     return (_encode_header(msg, total, magic, body_crc(body), sys_flag, born, store, len(body))
             + _encode_blobs(body, topic, props, version))
 
-# %% ../book/03_record_format.ipynb #d0d0152e
+# %% ../book/03_record_format.ipynb #52cd142f
 _TOPIC_PIECES: dict = {}
 _HEAD_STRUCTS = {(b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 
@@ -425,7 +425,7 @@ def _props_piece(props):
         return None
     return len(data).to_bytes(2, "big") + data
 
-# %% ../book/03_record_format.ipynb #c8d540de
+# %% ../book/03_record_format.ipynb #6cc3a185
 def pack_record(topic, body, properties, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
                 born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
                 prepared_transaction_offset, max_body_size=MAX_MESSAGE_SIZE, join=b"".join):
@@ -456,7 +456,7 @@ def pack_record(topic, body, properties, queue_id, flag, queue_offset, commit_lo
         return None
     return join((head, body, tp, pp))
 
-# %% ../book/03_record_format.ipynb #4507ad9f
+# %% ../book/03_record_format.ipynb #28475cb2
 _JOIN_BYTEARRAY = bytearray().join
 
 def encode_message(msg: Message, store_host=("127.0.0.1", 0), *, version=None,
@@ -472,7 +472,7 @@ def encode_message(msg: Message, store_host=("127.0.0.1", 0), *, version=None,
     return bytearray(encode_record(msg.to_stored(store_host=store_host), version=version,
                                    max_body_size=max_body_size))
 
-# %% ../book/03_record_format.ipynb #e3f0c56a
+# %% ../book/03_record_format.ipynb #ffde6bea
 _QUEUE_AND_PHYSICAL = struct.Struct(">qq")     # bytes 20-35: QUEUEOFFSET, PHYSICALOFFSET
 _INT64 = struct.Struct(">q")
 
@@ -493,7 +493,7 @@ def stamp_record(buf, pos: int, queue_offset: int, commit_log_offset: int, store
     _INT64.pack_into(buf, pos + (68 if buf[pos + SYSFLAG_POSITION + 3] & BORNHOST_V6_FLAG else 56),
                      store_timestamp)
 
-# %% ../book/03_record_format.ipynb #00baaea5
+# %% ../book/03_record_format.ipynb #9c1c9572
 def java_string_hash(s: str) -> int:
     "Java's String.hashCode: signed 32-bit, over UTF-16 code units."
     h = 0
@@ -506,7 +506,7 @@ def tags_code(tags) -> int:
     "The tag hash a consume-queue entry stores; 0 for no tag or an empty one."
     return java_string_hash(tags) if tags else 0
 
-# %% ../book/03_record_format.ipynb #4cf06de8
+# %% ../book/03_record_format.ipynb #1adfc016
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 def parse_delay_levels(levels: str = DEFAULT_DELAY_LEVELS) -> list:
@@ -528,7 +528,7 @@ def cq_tags_code(topic: str, properties: dict, store_timestamp: int,
             code = store_timestamp + table[level - 1]
     return code
 
-# %% ../book/03_record_format.ipynb #c344f3aa
+# %% ../book/03_record_format.ipynb #470c18cb
 def create_message_id(store_host, commit_log_offset: int) -> str:
     "The offset msgId: store IP + port (int32) + physical offset (int64), uppercase hex."
     packed, _ = _pack_host(store_host, "store host")
@@ -546,14 +546,14 @@ def decode_message_id(msg_id: str):
     port, offset = struct.unpack_from(">iq", raw, n)
     return str(ipaddress.ip_address(raw[:n])), port, offset
 
-# %% ../book/03_record_format.ipynb #d2e6613d
+# %% ../book/03_record_format.ipynb #abd4e746
 def encode_blank(remaining: int) -> bytes:
     "The end-of-file record: int32 bytes left in the segment + BLANK_MAGIC_CODE."
     if not END_FILE_MIN_BLANK_LENGTH <= remaining <= 0x7FFFFFFF:
         raise MessageError(f"a blank record needs 8 to 2^31-1 bytes of room, not {remaining}")
     return struct.pack(">ii", remaining, BLANK_MAGIC_CODE)
 
-# %% ../book/03_record_format.ipynb #739e170f
+# %% ../book/03_record_format.ipynb #a330a9a4
 from .errors import CorruptRecordError, TornRecordError, NotARecordStartError
 
 class RecordStatus(Enum):
@@ -567,7 +567,7 @@ class RecordStatus(Enum):
     def __repr__(self):
         return self.name
 
-# %% ../book/03_record_format.ipynb #2c613b6d
+# %% ../book/03_record_format.ipynb #fbc7c803
 def _walk(buf, pos: int, n: int):
     """Classify the record at `buf[pos:n]` from its size, magic, sysflag and lengths.
 
@@ -596,7 +596,7 @@ def _walk(buf, pos: int, n: int):
         return RecordStatus.TORN, total, f"record of {total} bytes runs past the end ({rem} left)", None
     return _walk_lengths(buf, pos, total, version)
 
-# %% ../book/03_record_format.ipynb #0a9cb454
+# %% ../book/03_record_format.ipynb #79b42ee4
 def _walk_lengths(buf, pos: int, total: int, version: int):
     "The rest of `_walk`: follow the body, topic and properties lengths inside `total` bytes."
     end = pos + total
@@ -630,7 +630,7 @@ def _walk_lengths(buf, pos: int, total: int, version: int):
     return (RecordStatus.OK, total, "",
             (version, sys_flag, body_pos, body_len, topic_pos, topic_len, props_pos, props_len))
 
-# %% ../book/03_record_format.ipynb #b84fb3a2
+# %% ../book/03_record_format.ipynb #59771afd
 _HEAD = struct.Struct(">iiiiiqqiq")      # fields 1-9, up to the born host
 
 @dataclass(frozen=True)
@@ -645,7 +645,7 @@ class CheckResult:
     def ok(self) -> bool:
         return self.status is RecordStatus.OK
 
-# %% ../book/03_record_format.ipynb #78e1f96e
+# %% ../book/03_record_format.ipynb #b959e205
 def _read_record(buf, pos, spans, check_crc, read_body):
     "Build a StoredMessage from a walked record; (None, reason) on a CRC mismatch."
     version, sys_flag, body_pos, body_len, topic_pos, topic_len, props_pos, props_len = spans
@@ -667,7 +667,7 @@ def _read_record(buf, pos, spans, check_crc, read_body):
         topic=bytes(buf[topic_pos:topic_pos + topic_len]).decode("utf-8", "replace"),
         properties=decode_properties(bytes(buf[props_pos:props_pos + props_len]))), ""
 
-# %% ../book/03_record_format.ipynb #e4e8196b
+# %% ../book/03_record_format.ipynb #a809411b
 def check_record(buf, pos: int = 0, check_crc: bool = True, read_body: bool = False) -> CheckResult:
     "RocketMQ's checkMessageAndReturnSize: classify the record at `pos`, never raising."
     status, size, reason, spans = _walk(buf, pos, len(buf))
@@ -678,7 +678,7 @@ def check_record(buf, pos: int = 0, check_crc: bool = True, read_body: bool = Fa
         return CheckResult(RecordStatus.CORRUPT, -1, None, reason)
     return CheckResult(RecordStatus.OK, size, msg, "")
 
-# %% ../book/03_record_format.ipynb #b67d3b4a
+# %% ../book/03_record_format.ipynb #884153dc
 def decode_record(buf, pos: int = 0, check_crc: bool = True, read_body: bool = True) -> StoredMessage:
     "Decode the record at `buf[pos:]` or raise Corrupt/TornRecordError (NotARecordStartError for blanks and zeros)."
     r = check_record(buf, pos, check_crc, read_body)
@@ -700,7 +700,7 @@ def record_fields(buf, pos: int = 0):
     version, sys_flag, _, body_len, _, topic_len, _, props_len = spans
     return record_layout(sys_flag, body_len, topic_len, props_len, version)
 
-# %% ../book/03_record_format.ipynb #2af032f9
+# %% ../book/03_record_format.ipynb #f238a73b
 SCAN_DTYPE = np.dtype([
     ("offset", "i8"), ("total_size", "i4"), ("magic", "i4"), ("body_crc", "i4"), ("queue_id", "i4"),
     ("flag", "i4"), ("queue_offset", "i8"), ("commit_log_offset", "i8"), ("sys_flag", "i4"),
@@ -711,7 +711,7 @@ SCAN_DTYPE = np.dtype([
     ("props_pos", "i8"), ("props_len", "i4"), ("crc_ok", "?")])
 _SPAN_NAMES = ("body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len")
 
-# %% ../book/03_record_format.ipynb #d0ed5bff
+# %% ../book/03_record_format.ipynb #6ed5e6b0
 def _walk_records(buf, start, n, check_crc, stop_on_bad_crc):
     "The reference walk: `_walk` (every check of check_record) record after record."
     offsets, spans, crc_ok = [], [], []
@@ -734,7 +734,7 @@ def _walk_records(buf, start, n, check_crc, stop_on_bad_crc):
     cols.update({name: sp[:, j] for j, name in enumerate(_SPAN_NAMES, 2)})
     return cols, pos, status
 
-# %% ../book/03_record_format.ipynb #3c58ef43
+# %% ../book/03_record_format.ipynb #a648c579
 HEADER_V4_DTYPE = np.dtype([
     ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
     ("flag", ">i4"), ("queue_offset", ">i8"), ("commit_log_offset", ">i8"), ("sys_flag", ">i4"),
@@ -767,7 +767,7 @@ def _be_int(data, at, width):
     sign = np.int64(1) << (8 * width - 1)
     return (v ^ sign) - sign
 
-# %% ../book/03_record_format.ipynb #284fb409
+# %% ../book/03_record_format.ipynb #ed92d33b
 def _check_all(data, starts):
     "Every check of `_walk` on every record at once: (ok mask, columns of the spans)."
     total = _be_int(data, starts + 0, 4)
@@ -806,7 +806,7 @@ def _body_crcs_ok(buf, data, cols):
         del bodies
     return ((crc & 0x7FFFFFFF) == stored) | (cols["body_len"] == 0)
 
-# %% ../book/03_record_format.ipynb #37f47c50
+# %% ../book/03_record_format.ipynb #0013a906
 def _walk_records_fast(buf, start, n, check_crc, stop_on_bad_crc):
     "The same answer as `_walk_records`: hop on sizes, then check every record with numpy."
     if start < 0:
@@ -837,7 +837,7 @@ def _walk_records_fast(buf, start, n, check_crc, stop_on_bad_crc):
         crc_ok = np.concatenate([crc_ok, more["crc_ok"]])
     return dict(cols, crc_ok=crc_ok), pos, status
 
-# %% ../book/03_record_format.ipynb #62d9b213
+# %% ../book/03_record_format.ipynb #3732e4b2
 _GATHER_CHUNK = 1 << 18
 
 def _gather_v4(out, buf, n):
@@ -864,7 +864,7 @@ def _gather_v4(out, buf, n):
         del data                                                     # let an mmap close
     return np.flatnonzero(v6)
 
-# %% ../book/03_record_format.ipynb #bdc5abee
+# %% ../book/03_record_format.ipynb #d363e138
 def _fill_v6_row(out, i, buf, pos):
     "Decode the fixed fields of one record with an IPv6 host into row i (the slow path)."
     (total, magic, crc, queue_id, flag, queue_offset, clo, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
@@ -883,7 +883,7 @@ def _fill_v6_row(out, i, buf, pos):
             p += 8
     row["reconsume_times"], row["prepared_transaction_offset"] = struct.unpack_from(">iq", buf, p)
 
-# %% ../book/03_record_format.ipynb #df602a78
+# %% ../book/03_record_format.ipynb #bb4846e1
 def scan_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: bool = True,
                  end=None, fast: bool = True):
     """Walk the records of `buf[start:end]` and decode all their headers at once.
@@ -902,7 +902,7 @@ def scan_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: 
             _fill_v6_row(out, int(i), buf, int(out["offset"][i]))
     return out, pos, status
 
-# %% ../book/03_record_format.ipynb #cdb71e6f
+# %% ../book/03_record_format.ipynb #fd477bcc
 def header_ip(row, which: str = "store") -> str:
     "The born or store IP of a scan row, as a string."
     v6 = row["sys_flag"] & (BORNHOST_V6_FLAG if which == "born" else STOREHOSTADDRESS_V6_FLAG)

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['STATUS_COLORS', 'GROUPS', 'walk_log', 'draw_check_walk', 'draw_record', 'draw_size_breakdown']
 
-# %% ../../book/03_record_format.ipynb #a302e577
+# %% ../../book/03_record_format.ipynb #6d65a736
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
 import numpy as np
@@ -30,7 +30,7 @@ def _stop_width(buf, pos, size, status):
         return min(max(int.from_bytes(bytes(buf[pos:pos + 4]), "big", signed=True), 91), len(buf) - pos)
     return len(buf) - pos
 
-# %% ../../book/03_record_format.ipynb #ebe8b90a
+# %% ../../book/03_record_format.ipynb #883eaa2a
 def draw_check_walk(logs: dict, ax=None, title=None):
     "One bar per log: the records check_record accepts, the answer that stops the walk, and what is never read."
     if ax is None:
@@ -61,7 +61,7 @@ def draw_check_walk(logs: dict, ax=None, title=None):
         ax.spines[side].set_visible(False)
     return ax
 
-# %% ../../book/03_record_format.ipynb #86e42440
+# %% ../../book/03_record_format.ipynb #3be057de
 GROUPS = {  # group of fields -> (cell colour, text colour)
     "size, magic, CRC": ("#56B4E9", "black"), "queue id, flag, offsets": ("#009E73", "black"),
     "sysflag, reconsume, prepared tx": ("#FFFFFF", "black"), "born time + host": ("#E69F00", "black"),
@@ -98,7 +98,7 @@ def _draw_field(ax, name, off, size, data, width, top):
         ax.text(x + 0.08, y + 1.06, label, fontsize=8, va="bottom", ha="left")
         ax.plot([x, x], [y, y + 1.45], color="black", lw=1.0)
 
-# %% ../../book/03_record_format.ipynb #8bca657c
+# %% ../../book/03_record_format.ipynb #022582be
 def draw_record(buf, pos=0, ax=None, title=None, width=32):
     "Draw the record at `buf[pos:]` as a byte map: one cell per byte, coloured by field."
     fields = record_fields(buf, pos)
@@ -126,7 +126,7 @@ def draw_record(buf, pos=0, ax=None, title=None, width=32):
         ax.spines[side].set_visible(False)
     return ax
 
-# %% ../../book/03_record_format.ipynb #2e55cd9b
+# %% ../../book/03_record_format.ipynb #99f69392
 def draw_size_breakdown(headers, labels=None, ax=None, title=None):
     "Stacked bars: header, body, topic and properties bytes of each scanned record (as shares)."
     total = headers["total_size"].astype(float)
