@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['rocketmq_vectors']
 
-# %% ../book/03_record_format.ipynb #a21d097d
+# %% ../book/03_record_format.ipynb #9cc0b891
 import os
 from pathlib import Path
 
