@@ -4,7 +4,7 @@
 __all__ = ['CHECKPOINT_SIZE', 'read_checkpoint_fields', 'StoreCheckpoint', 'abort_path', 'create_abort_file',
            'remove_abort_file', 'last_exit_ok', 'lock_holder', 'flock_holder', 'StoreLock']
 
-# %% ../book/04_commit_log.ipynb #d254dec4
+# %% ../book/04_commit_log.ipynb #7935b3a8
 import mmap, os, struct, sys
 from pathlib import Path
 from .errors import CorruptFileError, ReadOnlyStoreError
@@ -21,7 +21,7 @@ def read_checkpoint_fields(data: bytes) -> dict:
     values = struct.unpack_from(">5q", data, 0)
     return dict(zip(_FIELDS, values))
 
-# %% ../book/04_commit_log.ipynb #78719f2c
+# %% ../book/04_commit_log.ipynb #bc8331be
 class StoreCheckpoint:
     "The `checkpoint` file (RocketMQ's `StoreCheckpoint`): five longs in a 4,096-byte map."
 
@@ -78,7 +78,7 @@ class StoreCheckpoint:
     def __repr__(self):
         return ("StoreCheckpoint(" + ", ".join(f"{k}={getattr(self, k)}" for k in _FIELDS[:3]) + ")")
 
-# %% ../book/04_commit_log.ipynb #4a67e53a
+# %% ../book/04_commit_log.ipynb #260829b6
 def abort_path(root) -> Path: return Path(root) / "abort"
 
 def _fsync_dir(folder: Path) -> None:
@@ -105,7 +105,7 @@ def last_exit_ok(root) -> bool:
     "True when the last run shut down cleanly (no `abort` file)."
     return not abort_path(root).exists()
 
-# %% ../book/04_commit_log.ipynb #061093c6
+# %% ../book/04_commit_log.ipynb #0033ac47
 import errno, fcntl
 from .errors import StoreLockedError
 
@@ -131,8 +131,8 @@ def flock_holder(fd) -> int | None:
             return int(fields[4])
     return None
 
-# %% ../book/04_commit_log.ipynb #b4bd26a5
-_HELD = {}          # (st_dev, st_ino) of each lock file this process holds -> its StoreLock
+# %% ../book/04_commit_log.ipynb #56d37475
+_HELD = {}          # (st_dev, st_ino) of each lock file held -> pid that took it (a forked child holds none)
 
 def _file_key(path) -> tuple | None:
     try:
@@ -153,7 +153,7 @@ class StoreLock:
 
     def acquire(self) -> "StoreLock":
         "Take the broker's lock (POSIX record lock on byte 0) and a flock, or raise StoreLockedError."
-        if _file_key(self.path) in _HELD:     # ours: a second descriptor, once closed, would drop the lock
+        if _HELD.get(_file_key(self.path)) == os.getpid():   # ours: a second descriptor would drop it on close
             raise StoreLockedError(f"{self.path}: the store is already open in this process "
                                    f"(pid {os.getpid()})", os.getpid())
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -173,7 +173,7 @@ class StoreLock:
         os.fsync(fd)
         st = os.fstat(fd)
         self._fd, self._key = fd, (st.st_dev, st.st_ino)
-        _HELD[self._key] = self
+        _HELD[self._key] = os.getpid()
         return self
 
     def release(self) -> None:

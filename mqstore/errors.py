@@ -78,15 +78,15 @@ class InvalidPropertyError(MessageError):
 class QueryError(MQStoreError, ValueError):
     "A query whose arguments cannot be right (begin after end, negative counts)."
 
-# %% ../book/04_commit_log.ipynb #54a14274
+# %% ../book/04_commit_log.ipynb #44153428
 class ReadOnlyStoreError(StoreStateError):
     "A write to a store opened read-only."
 
-# %% ../book/04_commit_log.ipynb #630b2782
+# %% ../book/04_commit_log.ipynb #5ecd2f94
 class CorruptFileError(StoreFileError):
     "A checkpoint, index or queue file holds values that cannot be right."
 
-# %% ../book/04_commit_log.ipynb #fc2a1948
+# %% ../book/04_commit_log.ipynb #e64496bc
 class StoreLockedError(StoreStateError):
     "Another live process holds the store's lock file; `pid` names it when the OS can tell."
     def __init__(self, message, pid=None):

@@ -198,3 +198,25 @@ def test_read_only_opens_take_no_lock(tmp_path):
             assert ro.commit_log.max_offset > 0
     with MessageStore.open(tmp_path, cfg, read_only=True):
         assert try_broker(tmp_path) == "started"
+
+
+def test_a_forked_child_is_refused_naming_its_parent(tmp_path):
+    "A child forked from the holder holds no record lock of its own: its attempt names the parent."
+    lock = StoreLock(tmp_path).acquire()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                       # the child
+        try:
+            StoreLock(tmp_path).acquire()
+            answer = b"acquired"
+        except StoreLockedError as e:
+            answer = str(e.pid).encode()
+        os.write(w, answer)
+        os._exit(0)
+    os.close(w)
+    answer = os.read(r, 64).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert answer == str(os.getpid())
+    assert try_broker(tmp_path) in ("refused EAGAIN", "refused EACCES")   # the child's close dropped nothing
+    lock.release()
