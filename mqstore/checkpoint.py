@@ -4,7 +4,7 @@
 __all__ = ['CHECKPOINT_SIZE', 'read_checkpoint_fields', 'StoreCheckpoint', 'abort_path', 'create_abort_file',
            'remove_abort_file', 'last_exit_ok', 'lock_holder', 'flock_holder', 'StoreLock']
 
-# %% ../book/04_commit_log.ipynb #7935b3a8
+# %% ../book/04_commit_log.ipynb #7b389b3e
 import mmap, os, struct, sys
 from pathlib import Path
 from .errors import CorruptFileError, ReadOnlyStoreError
@@ -21,7 +21,7 @@ def read_checkpoint_fields(data: bytes) -> dict:
     values = struct.unpack_from(">5q", data, 0)
     return dict(zip(_FIELDS, values))
 
-# %% ../book/04_commit_log.ipynb #bc8331be
+# %% ../book/04_commit_log.ipynb #c969e18a
 class StoreCheckpoint:
     "The `checkpoint` file (RocketMQ's `StoreCheckpoint`): five longs in a 4,096-byte map."
 
@@ -78,7 +78,7 @@ class StoreCheckpoint:
     def __repr__(self):
         return ("StoreCheckpoint(" + ", ".join(f"{k}={getattr(self, k)}" for k in _FIELDS[:3]) + ")")
 
-# %% ../book/04_commit_log.ipynb #260829b6
+# %% ../book/04_commit_log.ipynb #d3eb7924
 def abort_path(root) -> Path: return Path(root) / "abort"
 
 def _fsync_dir(folder: Path) -> None:
@@ -105,7 +105,7 @@ def last_exit_ok(root) -> bool:
     "True when the last run shut down cleanly (no `abort` file)."
     return not abort_path(root).exists()
 
-# %% ../book/04_commit_log.ipynb #0033ac47
+# %% ../book/04_commit_log.ipynb #a76cf349
 import errno, fcntl
 from .errors import StoreLockedError
 
@@ -131,7 +131,7 @@ def flock_holder(fd) -> int | None:
             return int(fields[4])
     return None
 
-# %% ../book/04_commit_log.ipynb #56d37475
+# %% ../book/04_commit_log.ipynb #1a42e693
 _HELD = {}          # (st_dev, st_ino) of each lock file held -> pid that took it (a forked child holds none)
 
 def _file_key(path) -> tuple | None:

@@ -5,7 +5,7 @@ __all__ = ['queue_key', 'takes_queue_offset', 'PutResult', 'CommitLog', 'needs_r
            'read_record_at', 'walk_log', 'flush_until', 'GroupCommitRequest', 'FlushService',
            'stamp_records', 'BatchPutResult']
 
-# %% ../book/04_commit_log.ipynb #6bc63a48
+# %% ../book/04_commit_log.ipynb #6a37c155
 import threading, time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ from .message import (Message, StoredMessage, encode_message, patch_record, enco
                              stamp_record, END_FILE_MIN_BLANK_LENGTH, TRANSACTION_NOT_TYPE,
                              TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
-# %% ../book/04_commit_log.ipynb #90ed7865
+# %% ../book/04_commit_log.ipynb #bc3cb0b5
 def queue_key(topic: str, queue_id: int) -> str:
     "The topic-queue table key, as RocketMQ writes it."
     return f"{topic}-{queue_id}"
@@ -27,7 +27,7 @@ def takes_queue_offset(sys_flag: int) -> bool:
     "Only normal and committed records advance their queue (prepared / rollback do not)."
     return transaction_type(sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
-# %% ../book/04_commit_log.ipynb #450817dc
+# %% ../book/04_commit_log.ipynb #b959c7f6
 @dataclass(frozen=True)
 class PutResult:
     "What a put reports (RocketMQ's PutMessageResult + AppendMessageResult)."
@@ -58,7 +58,7 @@ class PutResult:
             "store_host": store_host, "rolled": rolled})
         return r
 
-# %% ../book/04_commit_log.ipynb #5c4ceccd
+# %% ../book/04_commit_log.ipynb #49bc0261
 class CommitLog:
     "The commit log: one append-only record stream over fixed-size segments."
 
@@ -270,7 +270,7 @@ class CommitLog:
             status = self._wait_flushed(int(offsets[-1] + sizes[-1]))
         return BatchPutResult(status, offsets, sizes, queue_offsets, ts, cfg.store_host, rolled)
 
-# %% ../book/04_commit_log.ipynb #eda5a6bc
+# %% ../book/04_commit_log.ipynb #06f67e7a
 def needs_roll(record_size: int, free_space: int) -> bool:
     "RocketMQ's rule: a record is written only if it leaves room for an 8-byte blank."
     return record_size + END_FILE_MIN_BLANK_LENGTH > free_space
@@ -280,10 +280,10 @@ def seal_with_blank(mf) -> None:
     free = mf.free_space()
     mf.seal(encode_blank(free) if free >= END_FILE_MIN_BLANK_LENGTH else b"")
 
-# %% ../book/04_commit_log.ipynb #8b0fece3
+# %% ../book/04_commit_log.ipynb #1ac287ac
 _new_object, _set_attribute = object.__new__, object.__setattr__
 
-# %% ../book/04_commit_log.ipynb #1f27ad39
+# %% ../book/04_commit_log.ipynb #24d9dae2
 def read_record_at(mfq: MappedFileQueue, offset: int, max_offset: int, check_crc: bool = True):
     "Decode the record starting at `offset` (StoredMessage) or raise a specific error."
     if offset < mfq.min_offset or offset >= max_offset:
@@ -299,7 +299,7 @@ def read_record_at(mfq: MappedFileQueue, offset: int, max_offset: int, check_crc
         raise NotARecordStartError(f"no message starts at offset {offset} ({r.status.name}: {why})")
     return r.message
 
-# %% ../book/04_commit_log.ipynb #6a90cc78
+# %% ../book/04_commit_log.ipynb #fd731512
 def walk_log(mfq: MappedFileQueue, start: int | None = None, end: int | None = None,
              check_crc: bool = False, read_body: bool = False):
     "Yield (offset, StoredMessage) from `start` to `end`; the generator's return value is (stop offset, status)."
@@ -327,7 +327,7 @@ def walk_log(mfq: MappedFileQueue, start: int | None = None, end: int | None = N
         return offset + pos, status
     return offset, RecordStatus.END
 
-# %% ../book/04_commit_log.ipynb #9fa4b6b9
+# %% ../book/04_commit_log.ipynb #d5b3e702
 def flush_until(mfq: MappedFileQueue, target: int, least_pages: int = 0) -> bool:
     "Flush file by file until `flushed_where >= target`; True when it got there."
     while mfq.flushed_where < target:
@@ -335,7 +335,7 @@ def flush_until(mfq: MappedFileQueue, target: int, least_pages: int = 0) -> bool
             break
     return mfq.flushed_where >= target
 
-# %% ../book/04_commit_log.ipynb #fe08b349
+# %% ../book/04_commit_log.ipynb #497386a9
 class GroupCommitRequest:
     "A producer waiting for the flush that covers `next_offset`."
     __slots__ = ("next_offset", "done", "ok")
@@ -344,7 +344,7 @@ class GroupCommitRequest:
     def wait(self, timeout_s: float) -> bool:
         return self.done.wait(timeout_s) and self.ok
 
-# %% ../book/04_commit_log.ipynb #4e6561c8
+# %% ../book/04_commit_log.ipynb #83f0dc35
 class FlushService(threading.Thread):
     "The commit log's flush thread: async (least-pages rule) or sync group commit."
 
@@ -401,7 +401,7 @@ class FlushService(threading.Thread):
                 self._flush_round(0)
                 return
 
-# %% ../book/04_commit_log.ipynb #286ca1a2
+# %% ../book/04_commit_log.ipynb #f234d0e3
 from collections.abc import Sequence
 import numpy as np
 
@@ -421,7 +421,7 @@ def stamp_records(buf, starts, queue_offsets, commit_log_offsets, store_timestam
     u8[(starts + np.where(v6, 68, 56))[:, None] + np.arange(8)] = ts
     del u8
 
-# %% ../book/04_commit_log.ipynb #73963d68
+# %% ../book/04_commit_log.ipynb #80d687e8
 class BatchPutResult(Sequence):
     "What put_batch reports: numpy columns, and a PutResult per message on demand."
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
-# %% ../book/04_commit_log.ipynb #98d025fd
+# %% ../book/04_commit_log.ipynb #993c43fa
 from dataclasses import dataclass, field, replace
 from .errors import ConfigError
 
@@ -22,7 +22,7 @@ def _check_config(c) -> None:
     if c.commit_log_file_size < 1024:
         raise ConfigError(f"commit_log_file_size {c.commit_log_file_size} is too small (min 1024)")
 
-# %% ../book/04_commit_log.ipynb #152721ae
+# %% ../book/04_commit_log.ipynb #328905c1
 @dataclass
 class StoreConfig:
     "Every setting of a store, with RocketMQ's defaults (`MessageStoreConfig`)."

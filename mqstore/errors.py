@@ -78,15 +78,15 @@ class InvalidPropertyError(MessageError):
 class QueryError(MQStoreError, ValueError):
     "A query whose arguments cannot be right (begin after end, negative counts)."
 
-# %% ../book/04_commit_log.ipynb #44153428
+# %% ../book/04_commit_log.ipynb #cdc33d7c
 class ReadOnlyStoreError(StoreStateError):
     "A write to a store opened read-only."
 
-# %% ../book/04_commit_log.ipynb #5ecd2f94
+# %% ../book/04_commit_log.ipynb #f1fe232d
 class CorruptFileError(StoreFileError):
     "A checkpoint, index or queue file holds values that cannot be right."
 
-# %% ../book/04_commit_log.ipynb #e64496bc
+# %% ../book/04_commit_log.ipynb #1ed67581
 class StoreLockedError(StoreStateError):
     "Another live process holds the store's lock file; `pid` names it when the OS can tell."
     def __init__(self, message, pid=None):

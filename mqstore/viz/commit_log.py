@@ -4,7 +4,7 @@
 __all__ = ['OKABE_ITO', 'TOPIC_COLORS', 'walk_segment', 'draw_segments', 'record_positions', 'draw_position_timeline',
            'draw_durability']
 
-# %% ../../book/04_commit_log.ipynb #43e3a107
+# %% ../../book/04_commit_log.ipynb #471b7b3a
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
 from ..message import check_record, RecordStatus
@@ -28,7 +28,7 @@ def walk_segment(mf):
                 break
     return out
 
-# %% ../../book/04_commit_log.ipynb #2fa98807
+# %% ../../book/04_commit_log.ipynb #eaf1c119
 def draw_segments(log, ax=None, title=None, colors=None):
     "Draw every segment of a commit log as a row of records coloured by topic."
     files, size = log.mfq.files, log.config.commit_log_file_size
@@ -58,7 +58,7 @@ def draw_segments(log, ax=None, title=None, colors=None):
     ax.set_title(title or f"{len(files)} commit-log segments of {size:,} bytes", fontsize=10)
     return ax
 
-# %% ../../book/04_commit_log.ipynb #1b952213
+# %% ../../book/04_commit_log.ipynb #6eb59fc9
 import threading as _threading, time as _time
 
 def record_positions(log, work, interval_s=0.001):
@@ -78,7 +78,7 @@ def record_positions(log, work, interval_s=0.001):
     samples.append((_time.perf_counter() - t0, log.max_offset, log.flushed_offset))
     return samples
 
-# %% ../../book/04_commit_log.ipynb #7e19f539
+# %% ../../book/04_commit_log.ipynb #9fe94175
 def draw_position_timeline(samples, ax=None, title=""):
     "Plot the written (= committed) and flushed offsets over time."
     if ax is None:
@@ -94,7 +94,7 @@ def draw_position_timeline(samples, ax=None, title=""):
     ax.set_title(title, fontsize=10); ax.legend(fontsize=8, loc="upper left")
     return ax
 
-# %% ../../book/04_commit_log.ipynb #fcf1a44c
+# %% ../../book/04_commit_log.ipynb #ee3a23ea
 def draw_durability(log, checkpoint=None, start=None, ax=None, title=None):
     "Rows over the log's physical offsets from `start`: written, flushed, vouched for by the checkpoint."
     start = log.min_offset if start is None else start
