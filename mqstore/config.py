@@ -3,13 +3,26 @@
 # %% auto #0
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
-# %% ../book/04_commit_log.ipynb #8aa685c5
+# %% ../book/04_commit_log.ipynb #993c43fa
 from dataclasses import dataclass, field, replace
 from .errors import ConfigError
 
 FLUSH_ASYNC = "ASYNC_FLUSH"
 FLUSH_SYNC = "SYNC_FLUSH"
 
+def _check_config(c) -> None:
+    "Refuse a configuration that cannot work (ConfigError names the field)."
+    if c.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
+        raise ConfigError(f"flush_disk_type must be {FLUSH_ASYNC!r} or {FLUSH_SYNC!r}, "
+                          f"not {c.flush_disk_type!r}")
+    for name in ("commit_log_file_size", "consume_queue_units", "index_slots",
+                 "index_entries", "max_message_size", "flush_interval_ms"):
+        if getattr(c, name) <= 0:
+            raise ConfigError(f"{name} must be positive, not {getattr(c, name)}")
+    if c.commit_log_file_size < 1024:
+        raise ConfigError(f"commit_log_file_size {c.commit_log_file_size} is too small (min 1024)")
+
+# %% ../book/04_commit_log.ipynb #328905c1
 @dataclass
 class StoreConfig:
     "Every setting of a store, with RocketMQ's defaults (`MessageStoreConfig`)."
@@ -35,15 +48,7 @@ class StoreConfig:
     warm_mapped_file: bool = False              # pre-create and warm the next segment (AllocateService)
 
     def __post_init__(self):
-        if self.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
-            raise ConfigError(f"flush_disk_type must be {FLUSH_ASYNC!r} or {FLUSH_SYNC!r}, "
-                              f"not {self.flush_disk_type!r}")
-        for name in ("commit_log_file_size", "consume_queue_units", "index_slots",
-                     "index_entries", "max_message_size", "flush_interval_ms"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        if self.commit_log_file_size < 1024:
-            raise ConfigError(f"commit_log_file_size {self.commit_log_file_size} is too small (min 1024)")
+        _check_config(self)
 
     @property
     def consume_queue_file_size(self) -> int:

@@ -305,3 +305,30 @@ def test_allocate_service_prepares_the_next_segment(tmp_path):
     again = CommitLog(tmp_path, StoreConfig.small(), clock=clock()).load()
     assert [m.body for _, m in again.messages()] == [b"y" * 1000] * 200
     again.shutdown()
+
+
+# The chapter's excursions: each fast path agrees with the simple one it replaces.
+
+def test_fast_put_result_equals_the_dataclass():
+    from mqstore.commit_log import PutResult
+    args = ("PUT_OK", 4096, 120, 7, 1_700_000_000_000, ("127.0.0.1", 10911), True)
+    fast, slow = PutResult._fast(*args), PutResult(*args)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert fast.next_offset == slow.next_offset == 4216 and fast.msg_id == slow.msg_id
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.booleans(), st.integers(0, 2**40), st.integers(0, 2**50)),
+                min_size=1, max_size=12), st.integers(0, 2**62))
+def test_stamp_records_equals_stamp_record(recs, store_timestamp):
+    "The numpy stamp of many records writes exactly what stamp_record writes record by record."
+    from mqstore.commit_log import stamp_records
+    from mqstore.message import encode_message, stamp_record
+    encoded = [encode_message(Message("T", bytes(n), born_host=("::1", 9) if v6 else ("10.0.0.1", 9)))
+               for n, v6, _, _ in recs]
+    starts = list(itertools.accumulate([len(e) for e in encoded[:-1]], initial=0))
+    one, many = bytearray().join(encoded), bytearray().join(encoded)
+    for s, (_, _, q, p) in zip(starts, recs):
+        stamp_record(one, s, q, p, store_timestamp)
+    stamp_records(many, starts, [r[2] for r in recs], [r[3] for r in recs], store_timestamp)
+    assert many == one
