@@ -106,7 +106,7 @@ class IndexFileFullError(CapacityError):
 class NotAStoreError(StoreFileError):
     "A folder is not an mqstore / RocketMQ store root."
 
-# %% ../book/09_transactions.ipynb #54fc1931
+# %% ../book/09_transactions.ipynb #47b126cb
 class TransactionError(MQStoreError):
     "An end-transaction request that the state table refuses."
 

@@ -4,7 +4,7 @@
 __all__ = ['STATE_COLORS', 'draw_table_and_redo', 'draw_state_machine', 'draw_check_rounds', 'draw_check_frame',
            'animate_check_back', 'draw_design_costs']
 
-# %% ../../book/09_transactions.ipynb #0510e3ae
+# %% ../../book/09_transactions.ipynb #834821c5
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyBboxPatch, Rectangle, Patch
@@ -21,13 +21,13 @@ def _state_handles():
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
-# %% ../../book/09_transactions.ipynb #933d8460
+# %% ../../book/09_transactions.ipynb #56c364bf
 def _draw_snapshot(ax, label, table, redo, rows):
     for i, u in enumerate(table):
         y = rows - 1 - i
         ax.add_patch(Rectangle((0, y), 1.3, 0.8, fc=STATE_COLORS.get(int(u["state"]), "white"), ec="black", lw=0.5))
         ax.text(0.65, y + 0.4, f"{i}: @{int(u['offset'])}", ha="center", va="center", fontsize=8)
-    opened = {}
+    opened, answers = {}, 0
     for j, (off, size, tags) in enumerate(redo):
         y, is_open = rows - 1 - j, tags == -1
         ax.add_patch(Rectangle((1.7, y), 1.5, 0.8, fc=_REDO_COLORS["open" if is_open else "answer"],
@@ -36,15 +36,17 @@ def _draw_snapshot(ax, label, table, redo, rows):
                 fontsize=8, color="black" if is_open else "white")
         if is_open:
             opened[off] = y
-        elif tags in opened:
-            ax.plot([3.22, 3.35, 3.35, 3.22], [opened[tags] + 0.4] * 2 + [y + 0.4] * 2, color="black", lw=0.9)
-    ax.set_xlim(-0.1, 3.45); ax.set_ylim(-0.2, rows + 0.9)
+        elif tags in opened:                       # one bracket per answer, side by side
+            x = 3.3 + 0.12 * answers
+            ax.plot([3.22, x, x, 3.22], [opened[tags] + 0.4] * 2 + [y + 0.4] * 2, color="black", lw=0.9)
+            answers += 1
+    ax.set_xlim(-0.1, 4.0); ax.set_ylim(-0.2, rows + 0.9)
     ax.text(0.65, rows + 0.1, "table", ha="center", fontsize=8)
     ax.text(2.45, rows + 0.1, "redo log", ha="center", fontsize=8)
     ax.set_title(label, fontsize=9)
     ax.axis("off")
 
-# %% ../../book/09_transactions.ipynb #46920d0d
+# %% ../../book/09_transactions.ipynb #99dcab63
 def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
     "Panels of (state table, redo log) snapshots: [(label, table units, [(offset, size, tags), ...]), ...]."
     k = len(snapshots)
@@ -61,10 +63,10 @@ def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
         Patch(fc=_REDO_COLORS["answer"], ec="black", label="redo: answers the half @offset"),
         Line2D([], [], color="black", lw=0.9, label="answer joined to its half")]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
-# %% ../../book/09_transactions.ipynb #e0c04a86
+# %% ../../book/09_transactions.ipynb #e82db218
 def _box(ax, xy, text, color):
     ax.add_patch(FancyBboxPatch((xy[0] - 0.6, xy[1] - 0.24), 1.2, 0.48, boxstyle="round,pad=0.05",
                                 fc=color, ec="black", lw=0.8))
@@ -75,7 +77,7 @@ def _arrow(ax, a, b, label, rad=0.0):
                                                      connectionstyle=f"arc3,rad={rad}"))
     ax.text((a[0] + b[0]) / 2, (a[1] + b[1]) / 2 + 0.12 + rad * 0.6, label, ha="center", fontsize=9)
 
-# %% ../../book/09_transactions.ipynb #7fbf53f3
+# %% ../../book/09_transactions.ipynb #6ac4d29b
 def draw_state_machine(table_units, checked=(), ax=None):
     "The life of one transaction, annotated with counts from a live state table (and check-backs)."
     if ax is None:
@@ -97,7 +99,7 @@ def draw_state_machine(table_units, checked=(), ax=None):
     ax.set_xlim(-0.3, 5.1); ax.set_ylim(-0.2, 2.2); ax.axis("off")
     return ax
 
-# %% ../../book/09_transactions.ipynb #0f043808
+# %% ../../book/09_transactions.ipynb #3355d077
 def draw_check_rounds(frames, units_per_file: int | None = None, ax=None):
     "frames: [(table units after a pass, CheckReport)] -> one row per pass, one column per slot."
     if ax is None:
@@ -128,11 +130,11 @@ def draw_check_rounds(frames, units_per_file: int | None = None, ax=None):
         ax.spines[side].set_visible(False)
     ax.tick_params(length=0)
     handles = _state_handles() + [Patch(fc="white", ec="black", lw=2.4, label="asked (C/R/U = answer)")]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=4, fontsize=8,
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8,
               frameon=False)
     return ax
 
-# %% ../../book/09_transactions.ipynb #c8d9964f
+# %% ../../book/09_transactions.ipynb #14818779
 def draw_check_frame(ax, table_units, report, units_per_file: int):
     "One check-back pass: the table's slots as a grid (one row per file), asked slots outlined."
     ax.clear()
@@ -158,7 +160,7 @@ def animate_check_back(frames, units_per_file: int, figsize=(8, 2.4)):
     plt.close(fig)
     return anim
 
-# %% ../../book/09_transactions.ipynb #ff6be141
+# %% ../../book/09_transactions.ipynb #4af8a837
 _DESIGN_COLORS = ["#E69F00", "#0072B2"]
 
 def draw_design_costs(costs: dict, ax=None):
@@ -185,5 +187,7 @@ def draw_design_costs(costs: dict, ax=None):
         a.set_ylim(0, top * 1.15)
         for side in ("top", "right"):
             a.spines[side].set_visible(False)
-    ax[0].legend(fontsize=8, frameon=False, loc="upper left")
+    fig = ax[0].figure
+    fig.legend(*ax[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     return ax
