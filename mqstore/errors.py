@@ -106,7 +106,7 @@ class IndexFileFullError(CapacityError):
 class NotAStoreError(StoreFileError):
     "A folder is not an mqstore / RocketMQ store root."
 
-# %% ../book/09_transactions.ipynb #79f344d9
+# %% ../book/09_transactions.ipynb #49476ee0
 class TransactionError(MQStoreError):
     "An end-transaction request that the state table refuses."
 

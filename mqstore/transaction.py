@@ -13,7 +13,7 @@ __all__ = ['TS_STORE_UNIT_SIZE', 'TS_STATE_POS', 'REDO_LOG_TOPIC', 'REDO_LOG_QUE
            'TransactionCheckService', 'TransactionService', 'last_prepared_in_redo', 'half_message',
            'real_message', 'HalfTopicTransactions']
 
-# %% ../book/09_transactions.ipynb #038afcca
+# %% ../book/09_transactions.ipynb #77e8d43e
 import struct, threading
 from dataclasses import dataclass, field
 from enum import Enum
@@ -22,7 +22,7 @@ import numpy as np
 from .message import (TRANSACTION_NOT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE,
                              TRANSACTION_ROLLBACK_TYPE, transaction_type, java_string_hash)
 
-# %% ../book/09_transactions.ipynb #d3d81b0c
+# %% ../book/09_transactions.ipynb #7e79afbd
 from .message import Message, PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED
 
 def prepared_message(msg: Message, group: str) -> Message:
@@ -35,7 +35,7 @@ def prepared_message(msg: Message, group: str) -> Message:
                    born_timestamp=msg.born_timestamp, born_host=msg.born_host,
                    reconsume_times=msg.reconsume_times)
 
-# %% ../book/09_transactions.ipynb #29e6ae6f
+# %% ../book/09_transactions.ipynb #76804fdf
 TS_STORE_UNIT_SIZE = 24                       # TransactionStateService.TSStoreUnitSize
 TS_STATE_POS = 20                             # where the state int sits in a unit
 REDO_LOG_TOPIC = "TRANSACTION_REDOLOG_TOPIC_XXXX"
@@ -49,7 +49,7 @@ _STATE_UNIT = struct.Struct(">qiiii")
 STATE_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("timestamp", ">i4"),
                              ("group_hash", ">i4"), ("state", ">i4")])
 
-# %% ../book/09_transactions.ipynb #6ef2be90
+# %% ../book/09_transactions.ipynb #75d5631a
 @dataclass(frozen=True)
 class StateUnit:
     "One 24-byte state-table unit."
@@ -70,13 +70,13 @@ class StateUnit:
     def state_name(self) -> str:
         return STATE_NAMES.get(self.state, str(self.state))
 
-# %% ../book/09_transactions.ipynb #b59a0665
+# %% ../book/09_transactions.ipynb #f97bd5d9
 def valid_state_units(units: np.ndarray) -> int:
     "How many units from the start are valid (offset >= 0, size > 0, a known state): 3.x's recovery test."
     ok = (units["offset"] >= 0) & (units["size"] > 0) & np.isin(units["state"], list(STATE_NAMES))
     return int(np.argmin(ok)) if not ok.all() else len(units)
 
-# %% ../book/09_transactions.ipynb #6755c909
+# %% ../book/09_transactions.ipynb #af56e5b8
 from .mapped_file_queue import MappedFileQueue
 from .errors import ConfigError
 
@@ -176,14 +176,14 @@ class TransactionStateTable:
         self.mfq.truncate_dirty_files(slots * TS_STORE_UNIT_SIZE)
         self._changed = {mf for mf in self._changed if mf in self.mfq.files}
 
-# %% ../book/09_transactions.ipynb #73a81a14
+# %% ../book/09_transactions.ipynb #0beeb568
 def flush_files(mfq: MappedFileQueue) -> None:
     "Flush every file of a queue once (looping on `mfq.flush()` never ends when the last file is full)."
     for mf in mfq.files:
         mf.flush(0)
     mfq.flushed_where = mfq.committed_where = mfq.max_offset
 
-# %% ../book/09_transactions.ipynb #311eb823
+# %% ../book/09_transactions.ipynb #22cdef3f
 from .consume_queue import ConsumeQueue, CQ_STORE_UNIT_SIZE
 
 def open_redo_log(root, units_per_file: int = 2_000_000) -> ConsumeQueue:
@@ -191,7 +191,7 @@ def open_redo_log(root, units_per_file: int = 2_000_000) -> ConsumeQueue:
     folder = Path(root) / "transaction" / "redolog" / REDO_LOG_TOPIC / str(REDO_LOG_QUEUE_ID)
     return ConsumeQueue(folder, REDO_LOG_TOPIC, REDO_LOG_QUEUE_ID, units_per_file).load()
 
-# %% ../book/09_transactions.ipynb #afac4ac8
+# %% ../book/09_transactions.ipynb #71342342
 def redo_append(redo: ConsumeQueue, offset: int, size: int, tags_code: int) -> bool:
     "Append a unit (3.x passed logic offset 0: 'append, no order check'); a replayed record is skipped."
     return redo.put(offset, size, tags_code, redo.max_offset_in_queue)
@@ -206,7 +206,7 @@ def scan_redo_log(redo: ConsumeQueue, batch: int = 4096):
         yield from zip(units["offset"].tolist(), units["size"].tolist(), units["tags_code"].tolist())
         q += len(units)                          # units, not bytes (3.x added bytes: defect 3)
 
-# %% ../book/09_transactions.ipynb #5cc5c205
+# %% ../book/09_transactions.ipynb #3832bab7
 @dataclass
 class BrokerMessage(Message):
     "A message the broker builds itself; it carries the queue offset it asks for (MessageExtBrokerInner)."
@@ -222,7 +222,7 @@ def end_message(prepared, decision: int, slot: int) -> BrokerMessage:
         reconsume_times=prepared.reconsume_times,
         prepared_transaction_offset=prepared.commit_log_offset, queue_offset=slot)
 
-# %% ../book/09_transactions.ipynb #c845b273
+# %% ../book/09_transactions.ipynb #186694c3
 from .errors import (TransactionError, UnknownTransactionError, TransactionGroupMismatchError,
                             TransactionStateError)
 
@@ -237,7 +237,7 @@ def check_prepared_record(prepared, offset: int, slot: int, group: str) -> None:
     if prepared.queue_offset != slot:
         raise UnknownTransactionError(f"offset {offset} owns state-table slot {prepared.queue_offset}, not {slot}")
 
-# %% ../book/09_transactions.ipynb #f8b7bf5b
+# %% ../book/09_transactions.ipynb #b49d9dfe
 def check_state_unit(unit, offset: int, slot: int, group: str, pending: dict) -> None:
     "The unit must exist, name the same record and group, and still be undecided."
     if unit is None or unit.offset != offset:
@@ -251,7 +251,7 @@ def check_state_unit(unit, offset: int, slot: int, group: str, pending: dict) ->
     if unit.state != TRANSACTION_PREPARED_TYPE:
         raise TransactionStateError(f"slot {slot} (offset {offset}) was already ended: {unit.state_name}")
 
-# %% ../book/09_transactions.ipynb #dc791d0c
+# %% ../book/09_transactions.ipynb #5bd47bbc
 def update_state(table: TransactionStateTable, slot: int, offset: int, group_hash: int, state: int) -> bool:
     "Move slot from PREPARED to `state`; True only when this call changed it."
     unit = table.read(slot)
@@ -273,7 +273,7 @@ def legacy_update_state(table: TransactionStateTable, slot: int, offset: int, gr
     table.set_state(slot, state)
     return False                                       # falls through to the final `return false`
 
-# %% ../book/09_transactions.ipynb #b3f9adce
+# %% ../book/09_transactions.ipynb #a10f6df6
 def _int32(x: int) -> int:
     return (x + 2**31) % 2**32 - 2**31
 
@@ -285,7 +285,7 @@ def legacy_age_ms(timestamp_s: int, now_ms: int) -> int:
     "3.x: `long timestampLong = timestamp * 1000;` wraps in int arithmetic (for contrast only)."
     return now_ms - _int32(timestamp_s * 1000)
 
-# %% ../book/09_transactions.ipynb #23a8dcbb
+# %% ../book/09_transactions.ipynb #7008537f
 class LocalTransactionState(Enum):
     "What a producer's check listener answers (RocketMQ spells the last one UNKNOW)."
     COMMIT_MESSAGE = "COMMIT_MESSAGE"
@@ -298,7 +298,7 @@ class LocalTransactionState(Enum):
 DECISIONS = {LocalTransactionState.COMMIT_MESSAGE: TRANSACTION_COMMIT_TYPE,
              LocalTransactionState.ROLLBACK_MESSAGE: TRANSACTION_ROLLBACK_TYPE}
 
-# %% ../book/09_transactions.ipynb #05d40e43
+# %% ../book/09_transactions.ipynb #ab7e10f1
 @dataclass(frozen=True)
 class CheckedBack:
     "One check-back: which slot, what the producer said, and what became of it."
@@ -318,7 +318,7 @@ class CheckReport:
     checked: list = field(default_factory=list)
     files_done: tuple = ()     # files that are full and hold no prepared unit any more
 
-# %% ../book/09_transactions.ipynb #1d0ac850
+# %% ../book/09_transactions.ipynb #288cae3b
 def scan_for_check(table: TransactionStateTable, now_ms: int, at_least_ms: int, skip_files=(),
                    pending=()):
     "Yield (slot, StateUnit) of old prepared units file by file; each file's scan stops at a young one."
@@ -336,7 +336,7 @@ def scan_for_check(table: TransactionStateTable, now_ms: int, at_least_ms: int, 
                 break
             yield first + i, StateUnit(*(int(x) for x in u.tolist()))
 
-# %% ../book/09_transactions.ipynb #28f5cfe1
+# %% ../book/09_transactions.ipynb #d55f942f
 from .message import PROPERTY_PRODUCER_GROUP as _PGROUP
 
 def prepared_unit(msg) -> StateUnit:
@@ -354,7 +354,7 @@ class RebuildReport:
     prepared: int              # of which still PREPARED
     fillers: int               # slots nothing in the redo log accounted for
 
-# %% ../book/09_transactions.ipynb #5a856e41
+# %% ../book/09_transactions.ipynb #cdc47675
 def redo_history(redo: ConsumeQueue, lookup):
     "Replay the redo log: ({slot: StateUnit}, units read, lookups); `lookup(offset)` -> StoredMessage or None."
     units, slot_of, n, looked = {}, {}, 0, 0
@@ -377,7 +377,7 @@ def redo_history(redo: ConsumeQueue, lookup):
                 units[slot] = StateUnit(u.offset, u.size, u.timestamp, u.group_hash, decided)
     return units, n, looked
 
-# %% ../book/09_transactions.ipynb #244d0b20
+# %% ../book/09_transactions.ipynb #b6479b0e
 def rebuild_state_table(table: TransactionStateTable, redo: ConsumeQueue, lookup) -> RebuildReport:
     "Destroy the table and write it again from the redo log, every unit in the slot its record names."
     units, n, looked = redo_history(redo, lookup)
@@ -395,7 +395,7 @@ def rebuild_state_table(table: TransactionStateTable, redo: ConsumeQueue, lookup
     prepared = sum(u.state == TRANSACTION_PREPARED_TYPE for u in units.values())
     return RebuildReport(n, looked, table.units, prepared, fillers)
 
-# %% ../book/09_transactions.ipynb #20340b2e
+# %% ../book/09_transactions.ipynb #76969003
 def legacy_redo_scan(redo: ConsumeQueue):
     "3.x recreateStateTable's scan: the rest of one file per call, then `processOffset += bytes`."
     process = redo.min_offset_in_queue
@@ -423,7 +423,7 @@ def legacy_rebuild(table: TransactionStateTable, redo: ConsumeQueue, lookup) -> 
             counter += 1
     return counter
 
-# %% ../book/09_transactions.ipynb #ce3eba0d
+# %% ../book/09_transactions.ipynb #bbe28ae6
 @dataclass
 class TransactionConfig:
     "Settings of the transaction service, with 3.x's defaults."
@@ -440,7 +440,7 @@ class TransactionConfig:
         base.update(changes)
         return cls(**base)
 
-# %% ../book/09_transactions.ipynb #5df4e84c
+# %% ../book/09_transactions.ipynb #90d91c9d
 @dataclass(frozen=True)
 class StateTableRecovered:
     "What the service's recovery did (sent to the store's observer)."
@@ -472,7 +472,7 @@ class TransactionCheckService(threading.Thread):
         self._done.set()
         self.join()
 
-# %% ../book/09_transactions.ipynb #a8733187
+# %% ../book/09_transactions.ipynb #0c5f0bca
 from .errors import OffsetError
 
 class TransactionService:
@@ -712,7 +712,7 @@ class TransactionService:
                             or any(int(s) in self.pending for s in slots)):
                         self.done_files.add(mf.name)
 
-# %% ../book/09_transactions.ipynb #cb0791d5
+# %% ../book/09_transactions.ipynb #172d5662
 def last_prepared_in_redo(redo: ConsumeQueue):
     "The commit-log offset of the last prepared unit of the redo log, or None."
     for mf in reversed(redo.mfq.files):
@@ -722,7 +722,7 @@ def last_prepared_in_redo(redo: ConsumeQueue):
             return int(units["offset"][hit[-1]])
     return None
 
-# %% ../book/09_transactions.ipynb #6aeb442b
+# %% ../book/09_transactions.ipynb #b9625e81
 from .message import PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_CHECK_TIMES
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -752,7 +752,7 @@ def real_message(half) -> Message:
                    born_timestamp=half.born_timestamp, born_host=half.born_host,
                    prepared_transaction_offset=half.commit_log_offset)
 
-# %% ../book/09_transactions.ipynb #b6b36dff
+# %% ../book/09_transactions.ipynb #d27a18d0
 class HalfTopicTransactions:
     "The 4.3+ design on ordinary queues: half topic, op topic, check-back by comparing them."
 

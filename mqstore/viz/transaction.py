@@ -4,7 +4,7 @@
 __all__ = ['STATE_COLORS', 'draw_table_and_redo', 'draw_state_machine', 'draw_check_rounds', 'draw_check_frame',
            'animate_check_back', 'draw_design_costs']
 
-# %% ../../book/09_transactions.ipynb #a976f991
+# %% ../../book/09_transactions.ipynb #980dcbf4
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyBboxPatch, Rectangle, Patch
@@ -21,7 +21,7 @@ def _state_handles():
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
-# %% ../../book/09_transactions.ipynb #35547b66
+# %% ../../book/09_transactions.ipynb #0494dc0f
 def _draw_snapshot(ax, label, table, redo, rows):
     for i, u in enumerate(table):
         y = rows - 1 - i
@@ -46,7 +46,7 @@ def _draw_snapshot(ax, label, table, redo, rows):
     ax.set_title(label, fontsize=9)
     ax.axis("off")
 
-# %% ../../book/09_transactions.ipynb #f282b041
+# %% ../../book/09_transactions.ipynb #c11ea98f
 def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
     "Panels of (state table, redo log) snapshots: [(label, table units, [(offset, size, tags), ...]), ...]."
     k = len(snapshots)
@@ -66,7 +66,7 @@ def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
-# %% ../../book/09_transactions.ipynb #8df2e40b
+# %% ../../book/09_transactions.ipynb #daf67167
 def _box(ax, xy, text, color):
     ax.add_patch(FancyBboxPatch((xy[0] - 0.6, xy[1] - 0.24), 1.2, 0.48, boxstyle="round,pad=0.05",
                                 fc=color, ec="black", lw=0.8))
@@ -77,7 +77,7 @@ def _arrow(ax, a, b, label, rad=0.0):
                                                      connectionstyle=f"arc3,rad={rad}"))
     ax.text((a[0] + b[0]) / 2, (a[1] + b[1]) / 2 + 0.12 + rad * 0.6, label, ha="center", fontsize=9)
 
-# %% ../../book/09_transactions.ipynb #67762c27
+# %% ../../book/09_transactions.ipynb #dacae9fb
 def draw_state_machine(table_units, checked=(), ax=None):
     "The life of one transaction, annotated with counts from a live state table (and check-backs)."
     if ax is None:
@@ -99,7 +99,7 @@ def draw_state_machine(table_units, checked=(), ax=None):
     ax.set_xlim(-0.3, 5.1); ax.set_ylim(-0.2, 2.2); ax.axis("off")
     return ax
 
-# %% ../../book/09_transactions.ipynb #69757af0
+# %% ../../book/09_transactions.ipynb #08429ee2
 def draw_check_rounds(frames, units_per_file: int | None = None, ax=None):
     "frames: [(table units after a pass, CheckReport)] -> one row per pass, one column per slot."
     if ax is None:
@@ -134,7 +134,7 @@ def draw_check_rounds(frames, units_per_file: int | None = None, ax=None):
               frameon=False)
     return ax
 
-# %% ../../book/09_transactions.ipynb #9bfc2635
+# %% ../../book/09_transactions.ipynb #9a4ba62b
 def draw_check_frame(ax, table_units, report, units_per_file: int):
     "One check-back pass: the table's slots as a grid (one row per file), asked slots outlined."
     ax.clear()
@@ -160,7 +160,7 @@ def animate_check_back(frames, units_per_file: int, figsize=(8, 2.4)):
     plt.close(fig)
     return anim
 
-# %% ../../book/09_transactions.ipynb #8b39321c
+# %% ../../book/09_transactions.ipynb #0d08d890
 _DESIGN_COLORS = ["#E69F00", "#0072B2"]
 
 def draw_design_costs(costs: dict, ax=None):
