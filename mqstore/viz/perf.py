@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['OKABE_ITO', 'KIND_COLORS', 'times', 'draw_rounds', 'draw_ratios', 'draw_shares', 'draw_targets']
 
-# %% ../../book/11_performance.ipynb #c02d9cdf
+# %% ../../book/11_performance.ipynb #3bfec392
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
@@ -24,7 +24,7 @@ def _style(ax, title, xlabel, ylabel=None):
         ax.set_ylabel(ylabel, fontsize=9)
     ax.tick_params(labelsize=8)
 
-# %% ../../book/11_performance.ipynb #0dba1e60
+# %% ../../book/11_performance.ipynb #9effb8f7
 def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     "Two panels: the rates of a candidate and its baseline per round, and their ratio per round."
     rates = np.asarray(rates, dtype=float)
@@ -37,19 +37,19 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
             a.axvspan(r - 0.5, r + 0.5, color="#999999", alpha=0.25, lw=0)
     ax[0].plot(rounds, rates[:, 0] / 1e3, "o-", color=KIND_COLORS["fast version"], label=names[0])
     ax[0].plot(rounds, rates[:, 1] / 1e3, "s--", color=KIND_COLORS["baseline"], label=names[1])
-    ax[0].set_ylim(0, rates.max() / 1e3 * 1.6)
+    ax[0].set_ylim(0, rates.max() / 1e3 * 1.9)
     _style(ax[0], "absolute rates, each round", "round", "thousand calls/s")
     ax[1].plot(rounds, ratio, "o-", color="#000000", label=f"{names[0]} / {names[1]}")
     ax[1].axhline(np.median(ratio), color=KIND_COLORS["variant"], ls=":", lw=1.5, label="median ratio")
-    ax[1].set_ylim(0, ratio.max() * 1.6)
+    ax[1].set_ylim(0, ratio.max() * 1.9)
     _style(ax[1], "the ratio, each round", "round", "ratio (x)")
     shade = Patch(color="#999999", alpha=0.4, label="slower machine (profile hook)")
     for a in ax:
         h, _ = a.get_legend_handles_labels()
-        a.legend(handles=h + ([shade] if len(slow) else []), fontsize=8, loc="upper left", ncol=2)
+        a.legend(handles=h + ([shade] if len(slow) else []), fontsize=8, loc="upper left")
     return ax
 
-# %% ../../book/11_performance.ipynb #22edbda8
+# %% ../../book/11_performance.ipynb #9d8e0904
 def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title=""):
     """Every figure of a benchmark as a ratio to its baseline (the baseline bar is 1), on a log axis.
 
@@ -60,7 +60,8 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     base = values[baseline]
     ratios = [values[k] / base for k in names]
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 0.45 * len(names) + 1.9))
+        rows = len(set(kinds[n] for n in names)) + len(limits) + len(targets)
+        _, ax = plt.subplots(figsize=(9, 0.45 * len(names) + 1.4 + 0.12 * rows))
     ax.barh(names, ratios, color=[KIND_COLORS[kinds[k]] for k in names], height=0.6)
     for y, r in enumerate(ratios):
         ax.text(r * 1.08, y, times(r), va="center", fontsize=8, zorder=5,
@@ -69,7 +70,7 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     for (label, v), ls in zip(limits, ("--", "-.")):
         ax.axvline(v / base, color="#000000", ls=ls, lw=1.3)
         handles.append(Line2D([], [], color="#000000", ls=ls, label=f"machine limit: {label} ({times(v / base)})"))
-    for (label, v), ls in zip(targets, (":", (0, (1, 3)))):
+    for (label, v), ls in zip(targets, (":", (0, (4, 1, 1, 1, 1, 1)))):
         ax.axvline(v / base, color=OKABE_ITO[5], ls=ls, lw=1.8)
         handles.append(Line2D([], [], color=OKABE_ITO[5], ls=ls, lw=1.8, label=f"target: {label} ({times(v / base)})"))
     lines = [v / base for _, v in (*limits, *targets)]
@@ -77,10 +78,11 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     ax.set_xlim(min(ratios + lines) / 3, max(ratios + lines) * 4)
     ax.invert_yaxis()
     _style(ax, title, f"ratio to the baseline ({baseline} = 1), log scale")
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2 - 0.25 / len(names)),
+              ncol=2, frameon=False)
     return ax
 
-# %% ../../book/11_performance.ipynb #144e232d
+# %% ../../book/11_performance.ipynb #0a5498f0
 def draw_shares(shares, ax=None, title=""):
     "Horizontal bars of (name, share of the time) pairs, in the order given (largest first)."
     if ax is None:
@@ -91,7 +93,7 @@ def draw_shares(shares, ax=None, title=""):
     _style(ax, title, "% of the profiled time spent in the function itself")
     return ax
 
-# %% ../../book/11_performance.ipynb #7ef25630
+# %% ../../book/11_performance.ipynb #0ea55ca1
 def draw_targets(rows, ax=None, title=""):
     """One bar per (name, measured, target, higher_is_better, unit): measured / target (or target /
     measured when lower is better) on a log axis, green and plain when met, vermillion and hatched when not."""
