@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['OKABE_ITO', 'KIND_COLORS', 'times', 'draw_rounds', 'draw_ratios', 'draw_shares', 'draw_targets']
 
-# %% ../../book/11_performance.ipynb #3bfec392
+# %% ../../book/11_performance.ipynb #d09d10c9
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
@@ -24,7 +24,7 @@ def _style(ax, title, xlabel, ylabel=None):
         ax.set_ylabel(ylabel, fontsize=9)
     ax.tick_params(labelsize=8)
 
-# %% ../../book/11_performance.ipynb #9effb8f7
+# %% ../../book/11_performance.ipynb #3c79a11f
 def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     "Two panels: the rates of a candidate and its baseline per round, and their ratio per round."
     rates = np.asarray(rates, dtype=float)
@@ -49,7 +49,7 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
         a.legend(handles=h + ([shade] if len(slow) else []), fontsize=8, loc="upper left")
     return ax
 
-# %% ../../book/11_performance.ipynb #9d8e0904
+# %% ../../book/11_performance.ipynb #c6b604ad
 def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title=""):
     """Every figure of a benchmark as a ratio to its baseline (the baseline bar is 1), on a log axis.
 
@@ -82,7 +82,7 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
               ncol=2, frameon=False)
     return ax
 
-# %% ../../book/11_performance.ipynb #0a5498f0
+# %% ../../book/11_performance.ipynb #1aae169d
 def draw_shares(shares, ax=None, title=""):
     "Horizontal bars of (name, share of the time) pairs, in the order given (largest first)."
     if ax is None:
@@ -93,7 +93,7 @@ def draw_shares(shares, ax=None, title=""):
     _style(ax, title, "% of the profiled time spent in the function itself")
     return ax
 
-# %% ../../book/11_performance.ipynb #0ea55ca1
+# %% ../../book/11_performance.ipynb #1bcff45e
 def draw_targets(rows, ax=None, title=""):
     """One bar per (name, measured, target, higher_is_better, unit): measured / target (or target /
     measured when lower is better) on a log axis, green and plain when met, vermillion and hatched when not."""
