@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['OKABE_ITO', 'KIND_COLORS', 'times', 'draw_rounds', 'draw_ratios', 'draw_shares', 'draw_targets']
 
-# %% ../../book/11_performance.ipynb #d09d10c9
+# %% ../../book/11_performance.ipynb #9acc3d53
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
@@ -24,7 +24,7 @@ def _style(ax, title, xlabel, ylabel=None):
         ax.set_ylabel(ylabel, fontsize=9)
     ax.tick_params(labelsize=8)
 
-# %% ../../book/11_performance.ipynb #3c79a11f
+# %% ../../book/11_performance.ipynb #7b8b5907
 def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     "Two panels: the rates of a candidate and its baseline per round, and their ratio per round."
     rates = np.asarray(rates, dtype=float)
@@ -49,7 +49,7 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
         a.legend(handles=h + ([shade] if len(slow) else []), fontsize=8, loc="upper left")
     return ax
 
-# %% ../../book/11_performance.ipynb #c6b604ad
+# %% ../../book/11_performance.ipynb #24e5dc8c
 def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title=""):
     """Every figure of a benchmark as a ratio to its baseline (the baseline bar is 1), on a log axis.
 
@@ -82,7 +82,7 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
               ncol=2, frameon=False)
     return ax
 
-# %% ../../book/11_performance.ipynb #1aae169d
+# %% ../../book/11_performance.ipynb #809a9858
 def draw_shares(shares, ax=None, title=""):
     "Horizontal bars of (name, share of the time) pairs, in the order given (largest first)."
     if ax is None:
@@ -93,7 +93,7 @@ def draw_shares(shares, ax=None, title=""):
     _style(ax, title, "% of the profiled time spent in the function itself")
     return ax
 
-# %% ../../book/11_performance.ipynb #1bcff45e
+# %% ../../book/11_performance.ipynb #5bd0ebfe
 def draw_targets(rows, ax=None, title=""):
     """One bar per (name, measured, target, higher_is_better, unit): measured / target (or target /
     measured when lower is better) on a log axis, green and plain when met, vermillion and hatched when not."""
@@ -106,7 +106,8 @@ def draw_targets(rows, ax=None, title=""):
     for bar, m in zip(ax.patches, met):
         bar.set_hatch("" if m else "//")
     for y, (s, (_, m, t, _, unit)) in enumerate(zip(share, rows)):
-        ax.text(s * 1.1, y, f"{m:.2g}{unit} (target {t:g}{unit})", va="center", fontsize=8)
+        ax.text(s * 1.1, y, f"{m:.2g}{unit} (target {t:g}{unit})", va="center", fontsize=8, zorder=5,
+                bbox=dict(fc="white", ec="none", pad=1))
     ax.axvline(1, color="#000000", lw=1.2)
     ax.set_xscale("log")
     ax.set_xlim(min(share + [1]) / 2, max(share + [1]) * 30)
