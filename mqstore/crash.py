@@ -298,6 +298,7 @@ class CrashReport:
     recovery_s: float = 0.0
     offsets: list = field(default_factory=list, repr=False)     # of the valid records
     warnings: list = field(default_factory=list)    # what opening the store warned about
+    gaps: list = field(default_factory=list)        # queue offsets whose record is gone from the log (fillers)
     events: list = field(default_factory=list, repr=False)
 
     @property
@@ -348,7 +349,9 @@ def _check_queues(store, records, report):
             for phy, size, code in units.tolist():
                 report.units += 1
                 if size == FILLER_SIZE:
-                    if seen_real:
+                    if seen_real and cur not in want:     # no record claims it: lost, e.g. to a sealed hole
+                        report.gaps.append(f"{name}: queue offset {cur} is a filler; no record of the log has it")
+                    elif seen_real:
                         report.problems.append(f"{name}: filler unit inside the queue at {cur}")
                 else:
                     seen_real = True

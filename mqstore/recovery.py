@@ -241,6 +241,8 @@ def segment_valid_end(mf, check_crc: bool = True):
             pos += r.size
     return pos, RecordStatus.END
 
+
+# %% ../book/07_recovery.ipynb #7c7c3e0d
 def find_holes(mfq, check_crc: bool = True) -> list:
     "[(segment index, position, status)] of every segment (not the last) whose records stop at a hole."
     holes = []
