@@ -195,7 +195,7 @@ class MessageStore:
         if self.read_only:
             self.recovered_offset = recover_read_only(self.commit_log, self.cq_store, cfg.check_crc_on_recover,
                                                       self.observer)
-            self.commit_log.topic_queue_table = self.cq_store.topic_queue_table()
+            self.commit_log.topic_queue_table = self.cq_store.recover_topic_queue_table(self.commit_log.min_offset)
             return
         self.cq_store.recover()
         if self.last_exit_ok and not self.rebuild:      # a rebuild replays the whole log

@@ -191,7 +191,13 @@ def test_clean_reopen_still_rebuilds_queues_from_the_start_when_none_exist(tmp_p
 # -- repair ----------------------------------------------------------------------------------
 
 def delete_cq_file(root):
-    sorted((root / "consumequeue" / "T1" / "0").iterdir())[0].unlink()
+    files = sorted((root / "consumequeue" / "T1" / "0").iterdir())
+    assert len(files) >= 2                               # the first of several: the queue looks expired
+    files[0].unlink()
+
+
+def delete_cq_folder(root):
+    shutil.rmtree(root / "consumequeue" / "T2" / "1")
 
 
 def garbage_cq_file(root):
@@ -218,7 +224,7 @@ def zero_first_index_header(root):
         f.write(bytes(40))
 
 
-DAMAGE = {"deleted consume-queue file": delete_cq_file, "garbage consume-queue file": garbage_cq_file,
+DAMAGE = {"deleted consume-queue file": delete_cq_file, "deleted queue folder": delete_cq_folder, "garbage consume-queue file": garbage_cq_file,
           "deleted index file": delete_index_file, "hole in an older segment": hole_in_old_segment,
           "zeroed index header": zero_first_index_header, "torn tail after a crash": None}
 
@@ -226,7 +232,7 @@ DAMAGE = {"deleted consume-queue file": delete_cq_file, "garbage consume-queue f
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory):
     root = tmp_path_factory.mktemp("healthy") / "store"
-    write(root)
+    write(root, n=450)                                   # two consume-queue files per queue
     return root
 
 
