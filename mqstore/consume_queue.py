@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['CQ_STORE_UNIT_SIZE', 'FILLER_SIZE', 'CQ_UNIT_DTYPE', 'FILLER_UNIT', 'encode_unit', 'valid_units',
-           'check_topic_folder_name', 'ConsumeQueue', 'ConsumeQueueStore', 'GetMessageStatus', 'GetMessageResult',
-           'parse_subscription', 'get_messages']
+           'check_topic_folder_name', 'ConsumeQueue', 'ConsumeQueueStore', 'load_read_only', 'GetMessageStatus',
+           'GetMessageResult', 'parse_subscription', 'get_messages']
 
 # %% ../book/05_dispatch.ipynb #c6d90877
 import struct
@@ -50,8 +50,9 @@ class ConsumeQueue:
         self.max_physic_offset = -1      # end of the last dispatched record
         self.min_logic_offset = 0        # byte position of the first readable unit
 
-    def load(self) -> "ConsumeQueue":
-        self.mfq.load()
+    def load(self, read_only: bool = False) -> "ConsumeQueue":
+        "Map the queue's files; `read_only` maps them for reading and changes nothing (load_read_only)."
+        load_read_only(self.mfq) if read_only else self.mfq.load()
         return self
 
     # -- where the queue stands
@@ -245,13 +246,13 @@ class ConsumeQueueStore:
         "The queue, or None when nothing was ever dispatched to it."
         return self.queues.get((topic, queue_id))
 
-    def load(self) -> "ConsumeQueueStore":
-        "Map every queue folder (`topic/queueId/` with 20-digit files)."
+    def load(self, read_only: bool = False) -> "ConsumeQueueStore":
+        "Map every queue folder (`topic/queueId/` with 20-digit files); `read_only`: see load_read_only."
         if self.folder.is_dir():
             for tdir in sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 for qdir in sorted((p for p in tdir.iterdir() if p.is_dir() and p.name.isdigit()),
                                    key=lambda p: int(p.name)):
-                    self.find_or_create(tdir.name, int(qdir.name)).load()
+                    self.find_or_create(tdir.name, int(qdir.name)).load(read_only)
         return self
 
     def recover(self) -> int:
@@ -309,6 +310,19 @@ class ConsumeQueueStore:
 
     def __repr__(self):
         return f"ConsumeQueueStore({len(self.queues)} queues, max_phy={self.max_physic_offset})"
+
+# %% ../book/05_dispatch.ipynb #493b4d87
+from .mapped_file import MappedFile
+from .mapped_file_queue import scan_segment_folder
+
+def load_read_only(mfq: MappedFileQueue) -> MappedFileQueue:
+    "Map a segment folder for reading only: validated like `load`, a zero-byte last file ignored, nothing written."
+    paths, _empty_tail = scan_segment_folder(mfq.folder, mfq.file_size)   # the empty file stays on disk
+    for p in paths:
+        mf = MappedFile(p, mfq.file_size, writable=False)
+        mf.set_positions(mfq.file_size)
+        mfq.files.append(mf)
+    return mfq
 
 # %% ../book/05_dispatch.ipynb #acf7264c
 class GetMessageStatus(Enum):

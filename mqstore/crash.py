@@ -298,6 +298,7 @@ class CrashReport:
     recovery_s: float = 0.0
     offsets: list = field(default_factory=list, repr=False)     # of the valid records
     warnings: list = field(default_factory=list)    # what opening the store warned about
+    gaps: list = field(default_factory=list)        # queue offsets whose record is gone from the log (fillers)
     events: list = field(default_factory=list, repr=False)
 
     @property
@@ -348,7 +349,9 @@ def _check_queues(store, records, report):
             for phy, size, code in units.tolist():
                 report.units += 1
                 if size == FILLER_SIZE:
-                    if seen_real:
+                    if seen_real and cur not in want:     # no record claims it: lost, e.g. to a sealed hole
+                        report.gaps.append(f"{name}: queue offset {cur} is a filler; no record of the log has it")
+                    elif seen_real:
                         report.problems.append(f"{name}: filler unit inside the queue at {cur}")
                 else:
                     seen_real = True
@@ -362,8 +365,9 @@ def _check_queues(store, records, report):
                     want.pop(cur, None)
                 cur += 1
         for qoff, off in sorted(want.items()):
-            if off >= store.commit_log.min_offset and qoff >= lo:
-                report.problems.append(f"{name}: the record at {off} (queue offset {qoff}) has no unit")
+            if off >= store.commit_log.min_offset:   # below `lo` too: a lost first file, not an expired one
+                below = "" if qoff >= lo else f", below the queue's first offset {lo}"
+                report.problems.append(f"{name}: the record at {off} (queue offset {qoff}) has no unit{below}")
     for (topic, qid), want in expected.items():
         for qoff, off in sorted(want.items())[:3]:
             report.problems.append(f"{topic}-{qid}: no consume queue for the record at {off}")
@@ -422,7 +426,8 @@ def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None
 
     Reports commit-log records that do not pass their CRC below the log's end; consume-queue units
     that do not point at a valid record with the same size, tagsCode, topic, queue and queue offset,
-    or that leave gaps; records without their unit; index entries that do not point at a record
+    or that leave gaps (a filler whose queue offset no record of the log has is listed in `gaps`
+    instead: its record is gone, nothing points wrong); records without their unit; index entries that do not point at a record
     whose key hashes to them, and keys not indexed; and every acknowledged message (`acked`, a list of
     Ack) that `look`, `get` or `query` does not serve with the bytes that were sent."""
     import warnings

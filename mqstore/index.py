@@ -55,18 +55,20 @@ def index_file_name(now_ms: int) -> str:
 class IndexFile:
     "One RocketMQ index file: a 40-byte header, hash slots and chained 20-byte entries."
 
-    def __init__(self, path, slot_num: int, index_num: int):
+    def __init__(self, path, slot_num: int, index_num: int, read_only: bool = False):
         if slot_num <= 0 or index_num <= 1:
             raise ConfigError(f"an index file needs slot_num > 0 and index_num > 1, not {slot_num}, {index_num}")
         self.slot_num, self.index_num = slot_num, index_num
         self.file_size = index_file_size(slot_num, index_num)
-        self.mf = MappedFile(path, self.file_size)
+        self.mf = MappedFile(path, self.file_size, writable=not read_only)
         self.mf.set_positions(self.file_size)
         self._mm = self.mf._mm
         self._entries_at = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE
         (self._begin_ts, self._end_ts, self._begin_phy, self._end_phy,
          self._slot_count, count) = _HEADER.unpack_from(self._mm, 0)
-        if count <= 0:
+        if count <= 0 and read_only:
+            self._count = 1                  # a header never written: empty, in memory only
+        elif count <= 0:
             self.index_count = 1
         else:
             self._count = count
@@ -307,8 +309,9 @@ class IndexService:
         self.on_file_full = on_file_full
         self.files: list[IndexFile] = []
 
-    def load(self, last_exit_ok: bool = True, index_msg_timestamp: int = 0) -> "IndexService":
-        "Open every index file; after a crash drop those newer than the checkpoint (RocketMQ's IndexService.load)."
+    def load(self, last_exit_ok: bool = True, index_msg_timestamp: int = 0, read_only: bool = False) -> "IndexService":
+        """Open every index file; after a crash drop those newer than the checkpoint (RocketMQ's IndexService.load).
+        `read_only` maps the files for reading, skips a zero-byte file and changes nothing on disk."""
         if not self.folder.is_dir():
             return self
         for p in sorted(self.folder.iterdir()):
@@ -316,9 +319,11 @@ class IndexService:
                 continue
             if len(p.name) != 17 or not p.name.isdigit():
                 raise CorruptFileError(f"{p}: not an index file (named by 17 digits of local time)", p)
-            f = IndexFile(p, self.slot_num, self.index_num)
+            if read_only and p.stat().st_size == 0:
+                continue                     # a kill between creating and sizing it: out of view
+            f = IndexFile(p, self.slot_num, self.index_num, read_only)
             if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
-                f.destroy()
+                f.close() if read_only else f.destroy()
                 continue
             self.files.append(f)
         return self

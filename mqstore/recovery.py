@@ -4,7 +4,7 @@
 __all__ = ['RecoveryStarted', 'SegmentChecked', 'SegmentChosen', 'RecordChecked', 'WalkStopped', 'Truncated', 'Redispatched',
            'IndexFilesDropped', 'walk_segments', 'truncate_commit_log', 'walk_last_segments', 'recover_normally',
            'segment_matches', 'choose_abnormal_start', 'recover_abnormally', 'clip_positions', 'clip_queue',
-           'recover_read_only']
+           'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes']
 
 # %% ../book/07_recovery.ipynb #80d8d132
 from dataclasses import dataclass
@@ -219,3 +219,55 @@ def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=Non
     for _, q in cq_store:
         clip_queue(q, process)
     return process
+
+# %% ../book/07_recovery.ipynb #13193ea8
+from .message import encode_blank, END_FILE_MIN_BLANK_LENGTH
+
+@dataclass(frozen=True)
+class HoleSealed:
+    "A repair closed a segment at a hole: the walk jumps from `offset` to the next segment."
+    offset: int
+    segment: str
+    status: str                # what was found at the hole: "END" (zeros), "CORRUPT", "TORN"
+
+def segment_valid_end(mf, check_crc: bool = True):
+    "(position where the valid records of one segment end, the status found there)."
+    pos = 0
+    with mf.view(0, mf.file_size) as buf:
+        while pos < mf.file_size:
+            r = check_record(buf, pos, check_crc=check_crc, read_body=False)
+            if r.status is not RecordStatus.OK:
+                return pos, r.status
+            pos += r.size
+    return pos, RecordStatus.END
+
+
+# %% ../book/07_recovery.ipynb #7c7c3e0d
+def find_holes(mfq, check_crc: bool = True) -> list:
+    "[(segment index, position, status)] of every segment (not the last) whose records stop at a hole."
+    holes = []
+    for i, mf in enumerate(mfq.files[:-1]):
+        pos, status = segment_valid_end(mf, check_crc)
+        if status is RecordStatus.BLANK or mf.file_size - pos < END_FILE_MIN_BLANK_LENGTH:
+            continue                                   # a segment closed the normal way
+        nxt = mfq.files[i + 1]
+        with nxt.view(0, nxt.file_size) as buf:
+            later = check_record(buf, 0, check_crc=check_crc, read_body=False).status is RecordStatus.OK
+        if later:
+            holes.append((i, pos, status))
+    return holes
+
+def seal_hole(mf, pos: int) -> None:
+    "Write an end-of-file blank at `pos` (as a segment roll does) and force it to disk."
+    mf.write_at(pos, encode_blank(mf.file_size - pos))
+    mf.force()
+
+def seal_holes(mfq, check_crc: bool = True, observer=None) -> list:
+    "Seal every hole `find_holes` reports; return the HoleSealed events."
+    done = []
+    for i, pos, status in find_holes(mfq, check_crc):
+        seal_hole(mfq.files[i], pos)
+        done.append(HoleSealed(mfq.files[i].file_from_offset + pos, mfq.files[i].name, status.name))
+        if observer is not None:
+            observer(done[-1])
+    return done
