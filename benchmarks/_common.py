@@ -59,14 +59,14 @@ def mix_host(rng: random.Random, v6: bool):
     return (f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}", rng.randrange(1024, 65536))
 
 
-def mix_messages(n: int, seed: int = 1) -> list:
-    "`n` distinct Message objects of the realistic mix (each with its own properties dict)."
+def mix_messages(n: int, seed: int = 1, first: int = 0) -> list:
+    "`n` distinct Message objects of the realistic mix (each with its own properties dict), numbered from `first`."
     from mqstore.message import Message
-    rng = random.Random(seed)
+    rng = random.Random(seed + first)
     pool = rng.randbytes(1 << 16)
     hosts = [mix_host(rng, k % 6 == 0) for k in range(600)]            # 1 in 6 IPv6
     out = []
-    for i in range(n):
+    for i in range(first, first + n):
         blen = rng.randrange(2049)
         at = rng.randrange(len(pool) - 2048)
         props = {"TAGS": rng.choice(MIX_TAGS), "UNIQ_KEY": f"0A0000{i:026X}"}
@@ -177,3 +177,26 @@ def goal(bench: str, name: str, value: float, unit: str, limit_name: str, limit:
                       f"{limit:.3f}", f"{ratio:.4f}", f"{unit}; target >= {target:g}x; runs {spread(times)}",
                       machine()])
     return ratio
+
+
+def mix_config(**changes):
+    "The store configuration of the benchmarks: RocketMQ's defaults, segments of `segment_size()`."
+    from mqstore.config import StoreConfig
+    return StoreConfig(commit_log_file_size=segment_size(), **changes)
+
+
+def build_store(root: Path, n: int, config, chunk: int = 20_000, batch: int = 1000) -> int:
+    """A store of `n` messages of the mix written through MessageStore (the commit log's put_batch,
+    the reput thread dispatching), then closed cleanly; returns the commit log's end offset."""
+    from mqstore.store import MessageStore
+    store = MessageStore.open(root, config)
+    try:
+        for first in range(0, n, chunk):
+            msgs = mix_messages(min(chunk, n - first), first=first)
+            for k in range(0, len(msgs), batch):
+                assert store.commit_log.put_batch(msgs[k:k + batch]).status == "PUT_OK"
+                store.reput.notify()
+        assert store.wait_dispatched(3600)
+        return store.commit_log.max_offset
+    finally:
+        store.close()
