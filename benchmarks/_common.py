@@ -80,6 +80,12 @@ def mix_messages(n: int, seed: int = 1, first: int = 0) -> list:
     return out
 
 
+def mix_stream(n: int, chunk: int = 20_000):
+    "The same `n` messages as mix_messages(n) in chunks, generated as they are consumed (bounded memory)."
+    for first in range(0, n, chunk):
+        yield from mix_messages(min(chunk, n - first), first=first)
+
+
 def mix_count(nbytes: int) -> int:
     "How many messages of the mix fill about `nbytes` of commit log."
     return max(200, int(nbytes / MEAN_RECORD))
@@ -192,7 +198,7 @@ def build_store(root: Path, n: int, config, chunk: int = 20_000, batch: int = 10
     store = MessageStore.open(root, config)
     try:
         for first in range(0, n, chunk):
-            msgs = mix_messages(min(chunk, n - first), first=first)
+            msgs = mix_messages(min(chunk, n - first), first=first)     # = mix_stream(n), chunk by chunk
             for k in range(0, len(msgs), batch):
                 assert store.commit_log.put_batch(msgs[k:k + batch]).status == "PUT_OK"
                 store.reput.notify()

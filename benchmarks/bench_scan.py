@@ -13,7 +13,7 @@ import mmap, shutil, statistics, sys, tempfile, time, zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (GIB, body_crc_seconds, goal, load, mix_count, mix_messages, report, repeats,
+from _common import (GIB, body_crc_seconds, goal, load, mix_count, mix_messages, mix_stream, report, repeats,
                      scale, segment_size, spread, write_mix_segments)
 
 from mqstore.message import StoredMessage, encode_record, patch_record, scan_segment
@@ -84,7 +84,7 @@ def run_mix(repeat: int | None = None) -> dict:
     try:
         seg = segment_size()
         n = mix_count(int(GIB * scale()))
-        end = write_mix_segments(root / "commitlog", mix_messages(n), seg)
+        end = write_mix_segments(root / "commitlog", mix_stream(n), seg)
         crc_times, records, nbytes = body_crc_seconds(root / "commitlog", repeat)
         maps = []
         for p in sorted((root / "commitlog").iterdir()):
