@@ -237,6 +237,7 @@ _API = {
     'MIN_RECORD_SIZE': 'message',
     'FIELD_NAMES': 'message',
     'SCAN_DTYPE': 'message',
+    'HEADER_DTYPES': 'message',
     'HEADER_V4_DTYPE': 'message',
     'transaction_type': 'message',
     'compression_type': 'message',

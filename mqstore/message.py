@@ -14,14 +14,14 @@ __all__ = ['MESSAGE_MAGIC_CODE', 'MESSAGE_MAGIC_CODE_V2', 'BLANK_MAGIC_CODE', 'E
            'PROPERTY_INNER_BASE', 'PROPERTY_CRC32', 'KEY_SEPARATOR', 'NAME_VALUE_SEPARATOR',
            'PROPERTY_SEPARATOR', 'SCHEDULE_TOPIC', 'DEFAULT_DELAY_LEVELS', 'QUEUE_OFFSET_POSITION',
            'PHYSICAL_OFFSET_POSITION', 'SYSFLAG_POSITION', 'BORN_HOST_POSITION', 'MIN_RECORD_SIZE',
-           'FIELD_NAMES', 'SCAN_DTYPE', 'HEADER_V4_DTYPE', 'transaction_type', 'compression_type',
-           'PropertyAccess', 'Message', 'StoredMessage', 'record_layout', 'store_timestamp_position',
-           'body_crc', 'java_length', 'choose_version', 'encode_properties', 'decode_properties',
-           'encode_record', 'pack_record', 'encode_message', 'patch_record', 'stamp_record',
-           'java_string_hash', 'tags_code', 'parse_delay_levels', 'cq_tags_code', 'create_message_id',
-           'decode_message_id', 'encode_blank', 'RecordStatus', 'CheckResult', 'check_record',
-           'decode_record', 'record_fields', 'scan_segment', 'header_ip', 'scan_topics', 'scan_properties',
-           'scan_tags_codes']
+           'FIELD_NAMES', 'SCAN_DTYPE', 'HEADER_DTYPES', 'HEADER_V4_DTYPE', 'transaction_type',
+           'compression_type', 'PropertyAccess', 'Message', 'StoredMessage', 'record_layout',
+           'store_timestamp_position', 'body_crc', 'java_length', 'choose_version', 'encode_properties',
+           'decode_properties', 'encode_record', 'pack_record', 'encode_message', 'patch_record',
+           'stamp_record', 'java_string_hash', 'tags_code', 'parse_delay_levels', 'cq_tags_code',
+           'create_message_id', 'decode_message_id', 'encode_blank', 'RecordStatus', 'CheckResult',
+           'check_record', 'decode_record', 'record_fields', 'scan_segment', 'header_ip', 'scan_topics',
+           'scan_properties', 'scan_tags_codes']
 
 # %% ../book/03_record_format.ipynb #e003fa8e
 import functools, ipaddress, struct, zlib
@@ -735,14 +735,20 @@ def _walk_records(buf, start, n, check_crc, stop_on_bad_crc):
     return cols, pos, status
 
 # %% ../book/03_record_format.ipynb #a648c579
-HEADER_V4_DTYPE = np.dtype([
-    ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
-    ("flag", ">i4"), ("queue_offset", ">i8"), ("commit_log_offset", ">i8"), ("sys_flag", ">i4"),
-    ("born_timestamp", ">i8"), ("born_ip", "u1", (4,)), ("born_port", ">i4"),
-    ("store_timestamp", ">i8"), ("store_ip", "u1", (4,)), ("store_port", ">i4"),
-    ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"), ("body_len", ">i4")])
-assert HEADER_V4_DTYPE.itemsize == 88
-_V4_COLUMNS = [n for n in HEADER_V4_DTYPE.names if n not in ("born_ip", "store_ip")]
+def _header_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
+    "The fixed header from the size field to the body length, for one host layout (88, 100 or 112 bytes)."
+    b, s = (16 if born_v6 else 4), (16 if store_v6 else 4)
+    return np.dtype([
+        ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
+        ("flag", ">i4"), ("queue_offset", ">i8"), ("commit_log_offset", ">i8"), ("sys_flag", ">i4"),
+        ("born_timestamp", ">i8"), ("born_ip", "u1", (b,)), ("born_port", ">i4"),
+        ("store_timestamp", ">i8"), ("store_ip", "u1", (s,)), ("store_port", ">i4"),
+        ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"), ("body_len", ">i4")])
+
+HEADER_DTYPES = {(bv, sv): _header_dtype(bv, sv) for bv in (False, True) for sv in (False, True)}
+HEADER_V4_DTYPE = HEADER_DTYPES[False, False]
+assert HEADER_V4_DTYPE.itemsize == 88 and HEADER_DTYPES[True, True].itemsize == 112
+_HEADER_COLUMNS = [n for n in HEADER_V4_DTYPE.names if n not in ("born_ip", "store_ip")]
 _SIZE_AND_MAGIC = struct.Struct(">ii")
 
 def _record_starts(buf, pos, n):
@@ -840,33 +846,39 @@ def _walk_records_fast(buf, start, n, check_crc, stop_on_bad_crc):
 # %% ../book/03_record_format.ipynb #3732e4b2
 _GATHER_CHUNK = 1 << 18
 
-def _gather_v4(out, buf, n):
-    "Decode the fixed fields of every row with two IPv4 hosts in one strided gather; the other rows' indexes."
-    v6 = (out["sys_flag"] & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)) != 0
-    v4 = np.flatnonzero(~v6)
+def _gather_layout(out, data, rows, dt):
+    "Decode rows `rows` of `out`, all of one host layout `dt`, with one strided gather per chunk."
+    size = dt.itemsize
+    # every window of `size` bytes of the buffer, as rows: gathering a record's header is one row
+    windows = np.lib.stride_tricks.as_strided(data, (len(data) - size + 1, size), (1, 1), writeable=False)
+    whole = len(rows) == len(out)
+    for c in range(0, len(rows), _GATHER_CHUNK):
+        r = rows[c:c + _GATHER_CHUNK]
+        hdr = windows[out["offset"][r]].view(dt).reshape(-1)
+        at = slice(c, c + len(r)) if whole else r
+        for name in _HEADER_COLUMNS:
+            out[name][at] = hdr[name]
+        for ip in ("born_ip", "store_ip"):
+            out[ip][at, :dt[ip].shape[0]] = hdr[ip]
+        del hdr
+    del windows
+
+def _gather_headers(out, buf, n):
+    "Decode the fixed fields of every row: group the rows by host layout (born x store, IPv4 or IPv6)."
+    born6 = (out["sys_flag"] & BORNHOST_V6_FLAG) != 0
+    store6 = (out["sys_flag"] & STOREHOSTADDRESS_V6_FLAG) != 0
     data = np.frombuffer(buf, dtype=np.uint8, count=n)
     try:
-        if len(v4):
-            # every window of 88 bytes of the buffer, as rows: gathering a record's header is one row
-            rows88 = np.lib.stride_tricks.as_strided(data, (n - 87, 88), (1, 1), writeable=False)
-            whole = len(v4) == len(out)
-            for c in range(0, len(v4), _GATHER_CHUNK):
-                rows = v4[c:c + _GATHER_CHUNK]
-                hdr = rows88[out["offset"][rows]].view(HEADER_V4_DTYPE).reshape(-1)
-                at = slice(c, c + len(rows)) if whole else rows
-                for name in _V4_COLUMNS:
-                    out[name][at] = hdr[name]
-                out["born_ip"][at, :4] = hdr["born_ip"]
-                out["store_ip"][at, :4] = hdr["store_ip"]
-                del hdr
-            del rows88
+        for (bv, sv), dt in HEADER_DTYPES.items():
+            rows = np.flatnonzero((born6 == bv) & (store6 == sv))
+            if len(rows):
+                _gather_layout(out, data, rows, dt)
     finally:
         del data                                                     # let an mmap close
-    return np.flatnonzero(v6)
 
 # %% ../book/03_record_format.ipynb #d363e138
-def _fill_v6_row(out, i, buf, pos):
-    "Decode the fixed fields of one record with an IPv6 host into row i (the slow path)."
+def _fill_row(out, i, buf, pos):
+    "Decode the fixed fields of one record, any hosts, into row i (the reference, field by field)."
     (total, magic, crc, queue_id, flag, queue_offset, clo, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
     row = out[i]
     row["total_size"], row["magic"], row["body_crc"], row["queue_id"] = total, magic, crc, queue_id
@@ -890,7 +902,7 @@ def scan_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: 
 
     Returns (headers, end_pos, stop_status): a SCAN_DTYPE array with one row per record,
     the position where the walk stopped, and why (END, BLANK, CORRUPT or TORN).
-    `fast=False` finds the records with the reference walk (`_walk` per record)."""
+    `fast=False` is the reference: `_walk` per record, then each header decoded field by field."""
     n = len(buf) if end is None else min(end, len(buf))
     walk = _walk_records_fast if fast else _walk_records
     cols, pos, status = walk(buf, start, n, check_crc, stop_on_bad_crc)
@@ -898,8 +910,11 @@ def scan_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: 
     if len(out):
         for name, values in cols.items():
             out[name] = values
-        for i in _gather_v4(out, buf, n):
-            _fill_v6_row(out, int(i), buf, int(out["offset"][i]))
+        if fast:
+            _gather_headers(out, buf, n)
+        else:
+            for i, at in enumerate(out["offset"].tolist()):
+                _fill_row(out, i, buf, at)
     return out, pos, status
 
 # %% ../book/03_record_format.ipynb #fd477bcc
