@@ -3,80 +3,99 @@
 # %% auto #0
 __all__ = ['TOPIC_COLORS', 'FINDING_COLORS', 'draw_rate', 'draw_sizes', 'draw_audit']
 
-# %% ../../book/10_spark_pipeline.ipynb #5f3f446d
+# %% ../../book/10_spark_pipeline.ipynb #f532fd1e
 import numpy as np
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-TOPIC_COLORS = plt.get_cmap("tab10").colors
+TOPIC_COLORS = ("#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000")
 
 def draw_rate(per_second, ax=None, title="messages per second, by topic"):
     """Stacked bars of messages per second; `per_second` is a pandas frame with columns
     second (epoch seconds), topic, messages."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.2))
+        _, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
     table = per_second.pivot_table(index="second", columns="topic", values="messages",
                                    aggfunc="sum", fill_value=0).sort_index()
-    full = range(int(table.index.min()), int(table.index.max()) + 1)
-    table = table.reindex(full, fill_value=0)
+    table = table.reindex(range(int(table.index.min()), int(table.index.max()) + 1), fill_value=0)
     x = np.asarray(table.index) - table.index[0]
     bottom = np.zeros(len(table))
     for i, topic in enumerate(sorted(table.columns)):
-        ax.bar(x, table[topic].to_numpy(), bottom=bottom, width=0.9, color=TOPIC_COLORS[i % 10], label=topic)
+        ax.bar(x, table[topic].to_numpy(), bottom=bottom, width=0.8,
+               color=TOPIC_COLORS[i % len(TOPIC_COLORS)], label=topic)
         bottom += table[topic].to_numpy()
-    ax.set_xlabel(f"seconds since the first store timestamp ({int(table.index[0])} s)")
-    ax.set_ylabel("messages")
+    ax.set_xlabel(f"seconds since the first store timestamp ({int(table.index[0])} s)", fontsize=9)
+    ax.set_ylabel("messages", fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, bottom.max() * 1.25)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, ncol=len(table.columns), loc="upper right", frameon=False)
     return ax
 
+# %% ../../book/10_spark_pipeline.ipynb #78897f6e
 def draw_sizes(sizes, ax=None, bins=40, title="record sizes (TOTALSIZE), by topic"):
     "Histogram of record sizes per topic; `sizes` is a pandas frame with columns topic, total_size."
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.2))
+        _, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
     lo, hi = sizes["total_size"].min(), sizes["total_size"].max()
     edges = np.linspace(lo, hi + 1, bins + 1)
     groups = sorted(sizes["topic"].unique())
     ax.hist([sizes.loc[sizes["topic"] == t, "total_size"] for t in groups], bins=edges, stacked=True,
-            color=[TOPIC_COLORS[i % 10] for i in range(len(groups))], label=groups)
-    ax.set_xlabel("bytes per record")
-    ax.set_ylabel("records")
+            color=[TOPIC_COLORS[i % len(TOPIC_COLORS)] for i in range(len(groups))], label=groups)
+    ax.set_xlabel("bytes per record", fontsize=9)
+    ax.set_ylabel("records", fontsize=9)
+    ax.tick_params(labelsize=8)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, frameon=False)
     return ax
 
-# %% ../../book/10_spark_pipeline.ipynb #6a9b15fc
-from matplotlib.ticker import MaxNLocator
-
-FINDING_COLORS = {"crc_failures": "tab:red", "offset_mismatches": "tab:orange", "queue_gaps": "tab:purple",
-                  "unresolved_prepared": "tab:blue", "orphan_resolutions": "tab:cyan",
-                  "segment_faults": "black"}
+# %% ../../book/10_spark_pipeline.ipynb #c58d1651
+FINDING_COLORS = {"crc_failures": "#D55E00", "offset_mismatches": "#E69F00", "queue_gaps": "#CC79A7",
+                  "unresolved_prepared": "#0072B2", "orphan_resolutions": "#56B4E9",
+                  "segment_faults": "#000000"}
 
 def _finding_offset(kind, f):
     return f["by"] if kind == "orphan_resolutions" else f["offset"]
 
+def _draw_counts(ax, report, kinds, y):
+    counts = [len(report["findings"][k]) for k in kinds]
+    ax.barh(y, counts, color=[FINDING_COLORS.get(k, "gray") for k in kinds])
+    for yi, c in zip(y, counts):
+        ax.text(c + 0.05, yi, str(c), va="center", fontsize=8)
+    ax.set_yticks(y, [k.replace("_", " ") for k in kinds], fontsize=8)
+    ax.set_xlim(0, max(counts + [1]) * 1.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(labelsize=8)
+    ax.set_xlabel("findings", fontsize=9)
+
+# %% ../../book/10_spark_pipeline.ipynb #1da9a717
+def _draw_places(ax, report, kinds, y):
+    size, first, n = report["segment_size"], report["first_offset"], report["segments"]
+    for s in range(n):
+        ax.axvspan(first + s * size, first + (s + 1) * size, color="0.93" if s % 2 else "0.84", lw=0)
+    for yi, k in zip(y, kinds):
+        xs = [_finding_offset(k, f) for f in report["findings"][k]]
+        ax.scatter(xs, [yi] * len(xs), marker="v", s=60, color=FINDING_COLORS.get(k, "gray"), zorder=3)
+    ax.set_xlim(first, first + max(n, 1) * size)
+    ax.set_ylim(-0.7, len(kinds) - 0.3)
+    ax.set_yticks([])
+    ax.tick_params(labelsize=8)
+    ax.ticklabel_format(axis="x", style="plain")
+    ax.set_xlabel(f"commit-log offset ({n} segments of {size:,} bytes, alternating grey)", fontsize=9)
+    handles = [Line2D([], [], marker="v", ls="", ms=7, color=FINDING_COLORS.get(k, "gray"),
+                      label=k.replace("_", " ")) for k in kinds]
+    ax.legend(handles=handles, fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.3),
+              frameon=False)
+
 def draw_audit(report, title=None):
     "Counts of each kind of finding, and their places along the commit log."
     kinds = list(report["findings"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2), gridspec_kw={"width_ratios": [1, 2.4]})
-    counts = [len(report["findings"][k]) for k in kinds]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained",
+                                      gridspec_kw={"width_ratios": [1, 2.2]})
     y = np.arange(len(kinds))[::-1]
-    left.barh(y, counts, color=[FINDING_COLORS.get(k, "gray") for k in kinds])
-    for yi, c in zip(y, counts):
-        left.text(c + 0.05, yi, str(c), va="center", fontsize=8)
-    left.set_yticks(y, [k.replace("_", " ") for k in kinds], fontsize=8)
-    left.set_xlim(0, max(counts + [1]) * 1.3)
-    left.xaxis.set_major_locator(MaxNLocator(integer=True))
-    left.set_xlabel("findings")
-    size, first, n = report["segment_size"], report["first_offset"], report["segments"]
-    for s in range(n):
-        right.axvspan(first + s * size, first + (s + 1) * size, color="0.93" if s % 2 else "0.86", lw=0)
-    for yi, k in zip(y, kinds):
-        xs = [_finding_offset(k, f) for f in report["findings"][k]]
-        right.scatter(xs, [yi] * len(xs), marker="v", s=60, color=FINDING_COLORS.get(k, "gray"), zorder=3)
-    right.set_xlim(first, first + max(n, 1) * size)
-    right.set_ylim(-0.7, len(kinds) - 0.3)
-    right.set_yticks([])
-    right.set_xlabel(f"commit-log offset ({n} segments of {size:,} bytes)")
+    _draw_counts(left, report, kinds, y)
+    _draw_places(right, report, kinds, y)
     fig.suptitle(title or f"audit of {report['messages']:,} records", fontsize=10)
-    fig.tight_layout()
     return fig
