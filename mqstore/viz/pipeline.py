@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['TOPIC_COLORS', 'FINDING_COLORS', 'draw_rate', 'draw_sizes', 'draw_audit']
 
-# %% ../../book/10_spark_pipeline.ipynb #f532fd1e
+# %% ../../book/10_spark_pipeline.ipynb #f4322769
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
@@ -34,7 +34,7 @@ def draw_rate(per_second, ax=None, title="messages per second, by topic"):
     ax.legend(fontsize=8, ncol=len(table.columns), loc="upper right", frameon=False)
     return ax
 
-# %% ../../book/10_spark_pipeline.ipynb #78897f6e
+# %% ../../book/10_spark_pipeline.ipynb #241ad686
 def draw_sizes(sizes, ax=None, bins=40, title="record sizes (TOTALSIZE), by topic"):
     "Histogram of record sizes per topic; `sizes` is a pandas frame with columns topic, total_size."
     if ax is None:
@@ -51,7 +51,7 @@ def draw_sizes(sizes, ax=None, bins=40, title="record sizes (TOTALSIZE), by topi
     ax.legend(fontsize=8, frameon=False)
     return ax
 
-# %% ../../book/10_spark_pipeline.ipynb #c58d1651
+# %% ../../book/10_spark_pipeline.ipynb #1a0e3e23
 FINDING_COLORS = {"crc_failures": "#D55E00", "offset_mismatches": "#E69F00", "queue_gaps": "#CC79A7",
                   "unresolved_prepared": "#0072B2", "orphan_resolutions": "#56B4E9",
                   "segment_faults": "#000000"}
@@ -70,7 +70,7 @@ def _draw_counts(ax, report, kinds, y):
     ax.tick_params(labelsize=8)
     ax.set_xlabel("findings", fontsize=9)
 
-# %% ../../book/10_spark_pipeline.ipynb #1da9a717
+# %% ../../book/10_spark_pipeline.ipynb #649a95a4
 def _draw_places(ax, report, kinds, y):
     size, first, n = report["segment_size"], report["first_offset"], report["segments"]
     for s in range(n):
