@@ -7,7 +7,7 @@ __all__ = ['MESSAGE_FIELDS', 'EXTRA_FIELDS', 'MESSAGE_COLUMNS', 'LOG4J2_PROPERTI
            'spark_session', 'spark_ddl', 'segment_frame', 'read_messages', 'tree_digests', 'write_index',
            'segment_parts', 'rebuild', 'segment_faults', 'audit', 'audit_summary', 'export_parquet']
 
-# %% ../book/10_spark_pipeline.ipynb #3e73554e
+# %% ../book/10_spark_pipeline.ipynb #5892ce1e
 import hashlib, mmap, os, sys, tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ from .errors import (MQStoreError, NotAStoreError, PipelineError, SegmentNameErr
                             StoreFileError)
 from .mapped_file_queue import scan_segment_folder
 
-# %% ../book/10_spark_pipeline.ipynb #7c1bf091
+# %% ../book/10_spark_pipeline.ipynb #9f2c2a60
 @dataclass(frozen=True)
 class Segment:
     "One commit-log segment as the workers see it: its path, first offset and size."
@@ -39,7 +39,7 @@ def store_path(root) -> Path:
     raise PipelineError(f"{text}: only local paths and file:// URIs are supported "
                         f"(the workers map segment files themselves)")
 
-# %% ../book/10_spark_pipeline.ipynb #31f06a08
+# %% ../book/10_spark_pipeline.ipynb #ca8b0376
 def _segment_size(files, config) -> int:
     if config is not None:
         return config.commit_log_file_size
@@ -77,7 +77,7 @@ def store_segments(root, config: StoreConfig | None = None) -> list:
     paths, _empty_tail = scan_segment_folder(root / "commitlog", size)
     return [Segment(str(p), int(p.name), size) for p in paths]
 
-# %% ../book/10_spark_pipeline.ipynb #b90b6755
+# %% ../book/10_spark_pipeline.ipynb #38d8d683
 from .message import (scan_segment, scan_properties, header_ip, RecordStatus, check_record,
                              BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, PROPERTY_TAGS)
 from .dispatch import decode_segment_batch, scan_property
@@ -107,7 +107,7 @@ def arrow_schema(columns) -> pa.Schema:
         raise PipelineError(f"unknown message-table columns {unknown}; known: {list(fields)}")
     return pa.schema([(c, fields[c]) for c in columns])
 
-# %% ../book/10_spark_pipeline.ipynb #a3b285be
+# %% ../book/10_spark_pipeline.ipynb #45e345bc
 @contextmanager
 def mapped_segment(path):
     "A read-only map of a whole file (b'' for an empty one)."
@@ -123,7 +123,7 @@ def mapped_segment(path):
             except BufferError:          # a numpy view still alive: unmapped when collected
                 pass
 
-# %% ../book/10_spark_pipeline.ipynb #7a555022
+# %% ../book/10_spark_pipeline.ipynb #7aa7c1a4
 def _header_column(c, h, segment_offset: int, check_crc: bool) -> pa.Array:
     "A column of fixed header fields, from the scanned headers `h`."
     if c == "segment":
@@ -136,7 +136,7 @@ def _header_column(c, h, segment_offset: int, check_crc: bool) -> pa.Array:
         return _host_column(h, c[:-5])
     return pa.array(h[c])
 
-# %% ../book/10_spark_pipeline.ipynb #c5131944
+# %% ../book/10_spark_pipeline.ipynb #7ba2796d
 def _host_column(h, which: str) -> pa.Array:
     "'ip:port' ('[ip]:port' for IPv6) per row, decoded once per distinct host."
     n = len(h)
@@ -155,7 +155,7 @@ def _host_column(h, which: str) -> pa.Array:
         texts.append(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}")
     return pa.array(texts, pa.string()).take(pa.array(inverse.reshape(-1).astype(np.int64)))
 
-# %% ../book/10_spark_pipeline.ipynb #dd09c627
+# %% ../book/10_spark_pipeline.ipynb #169a0ddd
 def _index_hashes(batch) -> pa.Array:
     "The index key hashes of every record (topic#UNIQ_KEY, then topic#key for each key)."
     keys, per = [], np.zeros(len(batch.headers), np.int64)
@@ -184,7 +184,7 @@ def _variable_column(c, buf, h, batch) -> pa.Array:
                          zip(h["body_pos"].tolist(), h["body_len"].tolist())], pa.binary())
     return _index_hashes(batch)
 
-# %% ../book/10_spark_pipeline.ipynb #ed4bcee3
+# %% ../book/10_spark_pipeline.ipynb #1b9b968e
 _VARIABLE_COLUMNS = ("topic", "tags", "tags_code", "keys", "uniq_key", "properties", "body", "index_hashes")
 
 def segment_table(buf, segment_offset: int, columns=MESSAGE_COLUMNS, check_crc: bool = False):
@@ -204,7 +204,7 @@ def decode_segment(path, segment_offset: int, columns=MESSAGE_COLUMNS, check_crc
         table, _, _ = segment_table(buf, segment_offset, columns, check_crc)
     return table
 
-# %% ../book/10_spark_pipeline.ipynb #047be4b2
+# %% ../book/10_spark_pipeline.ipynb #a4fe1358
 LOG4J2_PROPERTIES = """\
 # written by mqstore.pipeline: Spark's own logging, errors only, on stderr (a log file)
 rootLogger.level = error
@@ -232,7 +232,7 @@ SESSION_DEFAULTS = {
     "spark.python.worker.reuse": "true",
 }
 
-# %% ../book/10_spark_pipeline.ipynb #135c8a44
+# %% ../book/10_spark_pipeline.ipynb #158fed1d
 def spark_home() -> Path:
     "The Spark installation that ships with pyspark (jars, bin/spark-class)."
     from pyspark.find_spark_home import _find_spark_home
@@ -267,7 +267,7 @@ def _stderr_to(path: Path):
         os.dup2(saved, 2)
         os.close(saved)
 
-# %% ../book/10_spark_pipeline.ipynb #fb87fc4f
+# %% ../book/10_spark_pipeline.ipynb #77681e94
 def spark_session(master: str | None = None, app_name: str = "mqstore", driver_memory: str = "2g",
                   conf: dict | None = None, log_dir=None):
     """A quiet SparkSession: `local[*]` unless `master` says otherwise (any master URL).
@@ -291,7 +291,7 @@ def spark_session(master: str | None = None, app_name: str = "mqstore", driver_m
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
-# %% ../book/10_spark_pipeline.ipynb #0429e5e9
+# %% ../book/10_spark_pipeline.ipynb #f2e97155
 _SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.bool_(): "boolean", pa.string(): "string",
                 pa.binary(): "binary", pa.map_(pa.string(), pa.string()): "map<string,string>",
                 pa.list_(pa.int64()): "array<bigint>"}
@@ -315,7 +315,7 @@ def segment_frame(spark, segments, columns, check_crc: bool = False, rows_per_ba
     n = len(places)
     return spark.range(0, n, 1, numPartitions=max(n, 1)).mapInArrow(decode, spark_ddl(columns))
 
-# %% ../book/10_spark_pipeline.ipynb #e8c8c15e
+# %% ../book/10_spark_pipeline.ipynb #ed057bff
 def _worker_reason(e: Exception) -> str:
     "The last line of the Python traceback inside a Spark error, or its first line."
     text = str(e)
@@ -336,7 +336,7 @@ def _spark_job(what: str, fn, *args, **kw):
             raise PipelineError(f"the Spark job failed while {what}: {_worker_reason(e)}") from None
         raise
 
-# %% ../book/10_spark_pipeline.ipynb #38c6b327
+# %% ../book/10_spark_pipeline.ipynb #8799db67
 def read_messages(spark, root, *, config: StoreConfig | None = None, columns=None,
                   with_body: bool = False, check_crc: bool = True):
     """The message table of a store: one row per record, every header field, tags, keys,
@@ -347,7 +347,7 @@ def read_messages(spark, root, *, config: StoreConfig | None = None, columns=Non
         columns.append("body")
     return segment_frame(spark, segments, columns, check_crc)
 
-# %% ../book/10_spark_pipeline.ipynb #eac2fac0
+# %% ../book/10_spark_pipeline.ipynb #047efc3c
 def tree_digests(folder) -> dict:
     "relative path -> sha256 of every file under `folder` (sorted)."
     folder = Path(folder)
@@ -361,7 +361,7 @@ def tree_digests(folder) -> dict:
             out[p.relative_to(folder).as_posix()] = h.hexdigest()
     return out
 
-# %% ../book/10_spark_pipeline.ipynb #5308abc2
+# %% ../book/10_spark_pipeline.ipynb #936cab94
 from .consume_queue import ConsumeQueueStore
 from .dispatch import build_consume_queues_bulk
 from .index import IndexService
@@ -388,7 +388,7 @@ class _QueuePart:
         self.sink.append(part)
         return len(part)
 
-# %% ../book/10_spark_pipeline.ipynb #7f0f75a4
+# %% ../book/10_spark_pipeline.ipynb #dbe93879
 def _queue_rows(batch) -> list:
     "[(topic, queue_id, units as bytes)] of a segment, grouped by build_consume_queues_bulk."
     queues = _QueueParts()
@@ -396,7 +396,7 @@ def _queue_rows(batch) -> list:
     return [(topic, queue_id, np.concatenate(parts).tobytes())
             for (topic, queue_id), parts in sorted(queues.parts.items())]
 
-# %% ../book/10_spark_pipeline.ipynb #625ac226
+# %% ../book/10_spark_pipeline.ipynb #963f78b5
 def _sorted_rows(parts: pa.Table) -> list:
     "The rows of the tasks' parts as dicts, in segment order."
     order = np.argsort(parts["segment"].to_numpy(), kind="stable")
@@ -419,7 +419,7 @@ def _write_queues(rows, out: Path, config: StoreConfig) -> dict:
     cq.close()
     return queues
 
-# %% ../book/10_spark_pipeline.ipynb #a033484b
+# %% ../book/10_spark_pipeline.ipynb #01f42587
 def _index_clock(ts: np.ndarray, entries_per_file: int):
     "A clock for IndexService: the k-th call returns the store time of the k-th file's first entry."
     firsts = iter(ts[::entries_per_file].tolist())
@@ -442,7 +442,7 @@ def write_index(out: Path, config: StoreConfig, hashes, phy, ts, clock=None) -> 
     service.flush()
     return service
 
-# %% ../book/10_spark_pipeline.ipynb #2fb8a421
+# %% ../book/10_spark_pipeline.ipynb #18d60555
 KEYED_PART = np.dtype([("offset", "<i8"), ("store_timestamp", "<i8"), ("keys", "<i4")])
 
 def _keyed_part(h, lists):
@@ -457,7 +457,7 @@ def _keyed_part(h, lists):
         hashes = kept.flatten().to_numpy().astype("<i8")
     return keyed, hashes
 
-# %% ../book/10_spark_pipeline.ipynb #0600dd7e
+# %% ../book/10_spark_pipeline.ipynb #c3395d03
 PARTS_DDL = "segment bigint, topic string, queue_id int, records bigint, units binary, keyed binary, hashes binary"
 _PARTS_SCHEMA = pa.schema([("segment", pa.int64()), ("topic", pa.string()), ("queue_id", pa.int32()),
                            ("records", pa.int64()), ("units", pa.binary()), ("keyed", pa.binary()),
@@ -477,7 +477,7 @@ def segment_parts(path, segment_offset: int, with_index: bool = True) -> pa.Tabl
     return pa.table({name: [r[k] for r in rows] for k, name in enumerate(_PARTS_SCHEMA.names)},
                     schema=_PARTS_SCHEMA)
 
-# %% ../book/10_spark_pipeline.ipynb #a4aaae2a
+# %% ../book/10_spark_pipeline.ipynb #594ad0bf
 def _write_index_rows(rows, out: Path, config: StoreConfig, clock) -> tuple:
     "Write the index files from the index rows of the parts; return (entries, files)."
     if not config.message_index_enable:
@@ -500,7 +500,7 @@ def _write_parts(parts: pa.Table, out: Path, config: StoreConfig, clock):
     messages = sum(r["records"] for r in rows if r["topic"] is None)
     return messages, queues, entries, files
 
-# %% ../book/10_spark_pipeline.ipynb #aec1d80d
+# %% ../book/10_spark_pipeline.ipynb #e9d7673f
 def _parts_frame(spark, segments, with_index: bool = True):
     "A DataFrame of `segment_parts` of every segment, one task per segment."
     places = [(s.path, s.offset) for s in segments]
@@ -517,7 +517,7 @@ def _rebuild_spark(spark, segments, out: Path, config: StoreConfig, clock):
     parts = _spark_job("decoding segments", _parts_frame(spark, segments, config.message_index_enable).toArrow)
     return _write_parts(parts, out, config, clock)
 
-# %% ../book/10_spark_pipeline.ipynb #7a6a437f
+# %% ../book/10_spark_pipeline.ipynb #4c44a595
 def _local_index_part(h, batch) -> tuple:
     "(hashes, physical offset per hash, store time per hash) of one segment's kept records."
     keep = (h["sys_flag"] & _TX_MASK) != _TX_MASK
@@ -549,7 +549,7 @@ def _rebuild_local(segments, out: Path, config: StoreConfig, clock):
         service.close()
     return messages, queues, entries, index_files
 
-# %% ../book/10_spark_pipeline.ipynb #77d86d2d
+# %% ../book/10_spark_pipeline.ipynb #a9885865
 def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spark=None,
             config: StoreConfig | None = None, clock=None) -> dict:
     """Write `out/consumequeue/...` and `out/index/...` from a store's commit log.
@@ -574,7 +574,7 @@ def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spar
             "messages": messages, "queues": dict(sorted(queues.items())),
             "consume_queue_units": sum(queues.values()), "index_entries": entries, "index_files": files}
 
-# %% ../book/10_spark_pipeline.ipynb #7d0c0fc3
+# %% ../book/10_spark_pipeline.ipynb #1ccf28fb
 AUDIT_COLUMNS = ("segment", "offset", "total_size", "crc_ok", "queue_id", "queue_offset",
                  "commit_log_offset", "sys_flag", "store_timestamp", "prepared_transaction_offset", "topic")
 FINDING_KINDS = ("crc_failures", "offset_mismatches", "queue_gaps", "unresolved_prepared",
@@ -593,7 +593,7 @@ def _plain(v):
 def _records(rows, keys) -> list:
     return [{k: _plain(v) for k, v in zip(keys, row)} for row in rows]
 
-# %% ../book/10_spark_pipeline.ipynb #e3d3dc51
+# %% ../book/10_spark_pipeline.ipynb #20517892
 def segment_faults(segments, ends: dict) -> list:
     "How each segment's walk ended, from `ends` (segment offset -> end of its last record)."
     last_with_data = max((s.offset for s in segments if s.offset in ends), default=-1)
@@ -609,7 +609,7 @@ def segment_faults(segments, ends: dict) -> list:
         out.append({"segment": s.offset, "offset": s.offset + pos, "status": r.status.name, "reason": reason})
     return out
 
-# %% ../book/10_spark_pipeline.ipynb #8fc2c7d6
+# %% ../book/10_spark_pipeline.ipynb #35c699a1
 def _local_frame(segments):
     "The audit columns of every segment, decoded in this process, as a pandas frame in offset order."
     tables = [decode_segment(s.path, s.offset, AUDIT_COLUMNS, check_crc=True) for s in segments]
@@ -620,7 +620,7 @@ def _local_frame(segments):
 def _recs(frame, cols) -> list:
     return _records(frame[cols].itertuples(index=False, name=None), cols)
 
-# %% ../book/10_spark_pipeline.ipynb #357401c2
+# %% ../book/10_spark_pipeline.ipynb #b8eaa84f
 def _local_gaps(d) -> list:
     units = d[d["tx"].isin([0, 8])].sort_values(["topic", "queue_id", "queue_offset", "offset"], kind="stable")
     units = units.assign(prev=units.groupby(["topic", "queue_id"])["queue_offset"].shift())
@@ -644,7 +644,7 @@ def _local_findings(d, first: int) -> dict:
             "offset_mismatches": _recs(bad, ["offset", "stored", "topic", "queue_id"]),
             "queue_gaps": _local_gaps(d), **_local_transactions(d, first)}
 
-# %% ../book/10_spark_pipeline.ipynb #9333c2f6
+# %% ../book/10_spark_pipeline.ipynb #df961300
 def _local_statistics(d) -> tuple:
     "(per topic, per queue, segment -> end of its last record)."
     import pandas as pd
@@ -668,7 +668,7 @@ def _audit_local(segments):
     first = segments[0].offset if segments else 0
     return (_local_findings(d, first), *_local_statistics(d))
 
-# %% ../book/10_spark_pipeline.ipynb #ebe0a565
+# %% ../book/10_spark_pipeline.ipynb #9b687af3
 def _collect(frame, what: str, order) -> list:
     "Run a small query, sorted by `order`, as a list of plain dicts."
     return _records(_spark_job(what, frame.orderBy(*order).collect), frame.columns)
@@ -682,7 +682,7 @@ def _spark_record_findings(df) -> dict:
     return {"crc_failures": _collect(crc, "checking CRCs", ["offset"]),
             "offset_mismatches": _collect(lies, "checking physical offsets", ["offset"])}
 
-# %% ../book/10_spark_pipeline.ipynb #c8c35d18
+# %% ../book/10_spark_pipeline.ipynb #5e061d24
 def _spark_queue_gaps(df) -> list:
     from pyspark.sql import Window, functions as F
     tx = F.col("sys_flag").bitwiseAND(_TX_MASK)
@@ -705,7 +705,7 @@ def _spark_transactions(df, first: int) -> dict:
     return {"unresolved_prepared": _collect(unresolved, "matching transactions", ["offset"]),
             "orphan_resolutions": _collect(orphans, "matching transactions", ["by"])}
 
-# %% ../book/10_spark_pipeline.ipynb #6f88e6c3
+# %% ../book/10_spark_pipeline.ipynb #07f8f1df
 def _spark_statistics(df) -> tuple:
     "(per topic, per queue, segment -> end of its last record)."
     from pyspark.sql import functions as F
@@ -734,7 +734,7 @@ def _audit_spark(spark, segments):
         df.unpersist()
     return findings, topics, queues, ends
 
-# %% ../book/10_spark_pipeline.ipynb #70a65014
+# %% ../book/10_spark_pipeline.ipynb #f12450dc
 def audit(root, engine: str = "spark", master: str | None = None, *, spark=None,
           config: StoreConfig | None = None) -> dict:
     """Check a store's commit log: CRCs, physical offsets, queue-offset gaps, unresolved prepared
@@ -763,7 +763,7 @@ def audit_summary(report: dict) -> str:
         lines.append(f"  {kind:<20} {len(found):>4}" + ("".join(f"\n      {f}" for f in found[:3])))
     return "\n".join(lines)
 
-# %% ../book/10_spark_pipeline.ipynb #60fa1666
+# %% ../book/10_spark_pipeline.ipynb #b14fbe10
 def export_parquet(root, dest, *, spark=None, master: str | None = None, config: StoreConfig | None = None,
                    with_body: bool = False, partition_by=("topic",)) -> dict:
     "Write the message table of a store as Parquet (overwriting `dest`); return where and how many rows."
