@@ -119,6 +119,6 @@ class TransactionGroupMismatchError(TransactionError):
 class TransactionStateError(TransactionError):
     "The transaction was already committed or rolled back."
 
-# %% ../book/10_spark_pipeline.ipynb #4c2f11b3
+# %% ../book/10_spark_pipeline.ipynb #39adb15d
 class PipelineError(MQStoreError):
     "The Spark pipeline could not read, decode or write a store."
