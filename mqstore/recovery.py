@@ -80,6 +80,10 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
                 if r.status is not RecordStatus.OK:
                     status, reason = r.status, r.reason
                     break
+                if r.message.commit_log_offset != base + pos:    # a record copied from another place or store
+                    status, reason = RecordStatus.CORRUPT, (f"PHYSICALOFFSET {r.message.commit_log_offset} "
+                                                            f"is not the record's position {base + pos}")
+                    break
                 if on_message is not None:
                     on_message(r.message)
                 pos += r.size
