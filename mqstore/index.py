@@ -160,7 +160,7 @@ class IndexFile:
             return out
         lo = begin - slack_ms
         base, mm, unpack = self._entries_at, self._mm, _ENTRY.unpack_from
-        for _ in range(count):                # a chain visits each entry at most once: a cycle ends here
+        for _ in range(count - 1):            # entries 1 .. count-1, each at most once: a cycle ends here
             if len(out) >= max_num:
                 break
             h, phy, diff, prev = unpack(mm, base + n * INDEX_ENTRY_SIZE)

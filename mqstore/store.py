@@ -408,7 +408,10 @@ class MessageStore:
         failed = self.service_failure()
         try:
             self.cq_flush.stop()
-            self.reput.shutdown()                    # dispatches whatever is left
+            try:
+                self.reput.shutdown()                # dispatches whatever is left
+            except Exception as e:                   # the log and the queues are still flushed
+                failed = failed or ("dispatch (ReputMessageService)", e)
             for close in plugin_calls(self.plugins, "close"):
                 close()
             self.commit_log.shutdown()               # stops its flush service, flushes the log
