@@ -206,7 +206,9 @@ class ConsumeQueue:
         while self.mfq.files:
             mf = self.mfq.files[-1]
             u = self._file_units(mf, self.file_size)
-            keep = (u["offset"] >= 0) & (u["size"] > 0) & (u["offset"] < phy_offset)
+            real = u["size"] != FILLER_SIZE                 # a real unit's record must end by the cut
+            keep = (u["offset"] >= 0) & (u["size"] > 0) & (u["offset"] < phy_offset) & \
+                   (~real | (u["offset"] + u["size"] <= phy_offset))
             n = int(np.argmin(keep)) if not keep.all() else len(u)
             if n == 0:                  # unit 0 is past the cut, or not a unit at all
                 self.mfq.files.pop().destroy()
@@ -328,7 +330,7 @@ class ConsumeQueueStore:
     __call__ = dispatch
 
     def flush(self, least_pages: int = 0) -> None:
-        for q in self.queues.values():
+        for q in list(self.queues.values()):          # the dispatch thread may add a queue meanwhile
             while q.flush(least_pages):
                 pass
 

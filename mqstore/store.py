@@ -333,6 +333,7 @@ class MessageStore:
             self.closed = False
             return
         reput_from = max(self.cq_store.max_physic_offset, self.commit_log.min_offset)
+        reput_from = min(reput_from, self.commit_log.max_offset)     # never past the end recovery found
         self.reput = ReputService(self.commit_log, self._dispatchers(), from_offset=reput_from)
         self.reput.dispatch_until()                       # catch up before taking puts
         self._unstick_dispatch()
@@ -366,6 +367,8 @@ class MessageStore:
     def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
         "Block until every record written so far is in the consume queues and index."
         self._check_open()
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+            raise InvalidArgumentError(f"timeout_s must be a number of seconds, not {type(timeout_s).__name__}")
         if self.read_only:
             return True
         return self.reput.wait_caught_up(timeout_s)
