@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['STORE_ENTRIES', 'TOPIC_MAX_LENGTH', 'FlushConsumeQueueService', 'check_store_root',
-           'plugin_calls', 'check_topic', 'check_host', 'check_message', 'check_config',
-           'check_open_arguments', 'check_query_arguments', 'guard_thread', 'MessageStore']
+           'plugin_calls', 'MessageStore', 'check_topic', 'check_host', 'check_message', 'check_config',
+           'check_open_arguments', 'check_query_arguments', 'guard_thread']
 
 # %% ../book/07_recovery.ipynb #902c9561
 import os, threading, time, warnings
@@ -16,7 +16,6 @@ from .consume_queue import ConsumeQueueStore, get_messages
 from .dispatch import ReputService, request_from_message
 from .errors import (NotAStoreError, StoreClosedError, StoreFileError, StoreServiceError,
                             InvalidArgumentError, ConfigError)
-from .message import check_record, RecordStatus
 from .index import IndexService
 from .recovery import (recover_normally, recover_abnormally, recover_read_only, Truncated,
                                IndexFilesDropped)
@@ -75,115 +74,6 @@ def check_store_root(root: Path, create: bool) -> None:
 def plugin_calls(plugins, method: str):
     "The bound `method` of every plugin that has it, in order."
     return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
-
-# %% ../book/07_recovery.ipynb #ee07ba45
-import ipaddress, re
-from .message import Message
-from .errors import InvalidMessageError, InvalidTopicError, InvalidPropertyError
-from .consume_queue import MAX_QUEUE_ID, check_int
-
-TOPIC_MAX_LENGTH = 127                               # TopicValidator.TOPIC_MAX_LENGTH
-_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")       # TopicValidator's legal characters
-_I32, _I64 = (-2**31, 2**31 - 1), (-2**63, 2**63 - 1)
-_INT_FIELDS = (("queue_id", (0, MAX_QUEUE_ID)), ("flag", _I32), ("sys_flag", _I32), ("born_timestamp", _I64),
-               ("reconsume_times", _I32), ("prepared_transaction_offset", _I64), ("queue_offset", _I64))
-
-def check_topic(topic) -> None:
-    "RocketMQ's TopicValidator: a str of 1 to 127 characters from %|a-zA-Z0-9_-."
-    if type(topic) is not str or not _TOPIC.fullmatch(topic):
-        raise InvalidTopicError(f"topic {topic!r:.60} is not 1 to {TOPIC_MAX_LENGTH} characters of %|a-zA-Z0-9_-")
-
-def check_host(host, what: str) -> None:
-    "An (ip, port) pair: an IPv4/IPv6 address and a port in [0, 65535]."
-    try:
-        ip, port = host
-        ipaddress.ip_address(ip)
-        ok = type(port) is int and 0 <= port <= 65535
-    except (TypeError, ValueError):
-        ok = False
-    if not ok or not isinstance(host, (tuple, list)):
-        raise InvalidMessageError(f"{what} must be an (ip, port) pair, not {host!r:.60}")
-
-# %% ../book/07_recovery.ipynb #10695998
-def check_message(msg) -> None:
-    "Raise a named MessageError for anything in `msg` the record cannot hold as given."
-    if not isinstance(msg, Message):
-        raise InvalidMessageError(f"put takes a Message, not {type(msg).__name__}")
-    check_topic(msg.topic)
-    body = msg.body
-    if not isinstance(body, (bytes, bytearray, memoryview)):
-        raise InvalidMessageError(f"a body is bytes, bytearray or memoryview, not {type(body).__name__}")
-    if isinstance(body, memoryview) and (body.ndim != 1 or body.format not in "Bbc" or not body.contiguous):
-        raise InvalidMessageError(f"a memoryview body must be flat bytes, not format {body.format!r}")
-    for name, (lo, hi) in _INT_FIELDS:
-        v = getattr(msg, name, 0)
-        if type(v) is not int or not lo <= v <= hi:
-            raise InvalidMessageError(f"{name} must be an int in [{lo}, {hi}], not {v!r:.40}")
-    if type(msg.properties) is not dict:
-        raise InvalidMessageError(f"properties must be a dict, not {type(msg.properties).__name__}")
-    for k, v in msg.properties.items():
-        if type(k) is not str or type(v) is not str:
-            raise InvalidPropertyError(f"property {k!r:.40}: names and values are str, not {type(v).__name__}")
-    check_host(msg.born_host, "born_host")
-
-# %% ../book/07_recovery.ipynb #015773f7
-from dataclasses import fields as _fields
-
-_POSITIVE = {"commit_log_file_size", "consume_queue_units", "index_slots", "index_entries",
-             "max_message_size", "flush_interval_ms", "flush_cq_interval_ms", "max_msgs_num_batch"}
-
-def check_config(cfg) -> None:
-    "Raise ConfigError unless every field of `cfg` has its type and a usable value."
-    if not isinstance(cfg, StoreConfig):
-        raise ConfigError(f"config must be a StoreConfig, not {type(cfg).__name__}")
-    for f in _fields(StoreConfig):
-        v = getattr(cfg, f.name)
-        if f.type in (int, bool, str) and type(v) is not f.type:
-            raise ConfigError(f"{f.name} must be {f.type.__name__}, not {type(v).__name__} {v!r:.40}")
-        if f.type is int and (v < 0 or v > 2**31 - 1 or (v == 0 and f.name in _POSITIVE)):
-            raise ConfigError(f"{f.name} {v} is out of range")
-    try:
-        check_host(cfg.store_host, "store_host")
-    except InvalidMessageError as e:
-        raise ConfigError(str(e)) from None
-    if cfg.index_file_size > 2**31 - 1:
-        raise ConfigError(f"index files of {cfg.index_file_size} bytes are over 2 GiB")
-    cfg.__post_init__()                      # the checks of StoreConfig itself, on the current values
-
-def check_open_arguments(root, config, clock, observer, read_only, plugins) -> None:
-    if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes) or "\x00" in str(root):
-        raise InvalidArgumentError(f"root must be a path (str or os.PathLike), not {root!r:.60}")
-    if config is not None:
-        check_config(config)
-    for name, fn in (("clock", clock), ("observer", observer)):
-        if fn is not None and not callable(fn):
-            raise InvalidArgumentError(f"{name} must be callable or None, not {type(fn).__name__}")
-    if type(read_only) is not bool:
-        raise InvalidArgumentError(f"read_only must be a bool, not {type(read_only).__name__}")
-    if not isinstance(plugins, (list, tuple)):
-        raise InvalidArgumentError(f"plugins must be a list or tuple, not {type(plugins).__name__}")
-
-def check_query_arguments(topic, key, begin, end, max_num) -> None:
-    for name, v in (("topic", topic), ("key", key)):
-        if not isinstance(v, str):
-            raise InvalidArgumentError(f"{name} must be a str, not {type(v).__name__}")
-    for name, v in (("begin", begin), ("end", end), ("max_num", max_num)):
-        check_int(name, v)
-
-# %% ../book/07_recovery.ipynb #31b51c33
-from .commit_log import FlushService
-from .errors import DispatchWarning
-
-def guard_thread(thread: threading.Thread) -> threading.Thread:
-    "Before `thread` starts: keep the exception that ends its run in `thread.failure` (None until then)."
-    run, thread.failure = thread.run, None
-    def guarded():
-        try:
-            run()
-        except BaseException as e:
-            thread.failure = e
-    thread.run = guarded
-    return thread
 
 # %% ../book/07_recovery.ipynb #ec3e7727
 class MessageStore:
@@ -508,3 +398,112 @@ class MessageStore:
             warnings.warn(DispatchWarning(f"dispatch cannot follow the commit log from {reput.reput_from_offset} "
                                           f"to its end {log.max_offset}: the records between get no units"))
             reput.reput_from_offset = log.max_offset
+
+# %% ../book/07_recovery.ipynb #ee07ba45
+import ipaddress, re
+from .message import Message
+from .errors import InvalidMessageError, InvalidTopicError, InvalidPropertyError
+from .consume_queue import MAX_QUEUE_ID, check_int
+
+TOPIC_MAX_LENGTH = 127                               # TopicValidator.TOPIC_MAX_LENGTH
+_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")       # TopicValidator's legal characters
+_I32, _I64 = (-2**31, 2**31 - 1), (-2**63, 2**63 - 1)
+_INT_FIELDS = (("queue_id", (0, MAX_QUEUE_ID)), ("flag", _I32), ("sys_flag", _I32), ("born_timestamp", _I64),
+               ("reconsume_times", _I32), ("prepared_transaction_offset", _I64), ("queue_offset", _I64))
+
+def check_topic(topic) -> None:
+    "RocketMQ's TopicValidator: a str of 1 to 127 characters from %|a-zA-Z0-9_-."
+    if type(topic) is not str or not _TOPIC.fullmatch(topic):
+        raise InvalidTopicError(f"topic {topic!r:.60} is not 1 to {TOPIC_MAX_LENGTH} characters of %|a-zA-Z0-9_-")
+
+def check_host(host, what: str) -> None:
+    "An (ip, port) pair: an IPv4/IPv6 address and a port in [0, 65535]."
+    try:
+        ip, port = host
+        ipaddress.ip_address(ip)
+        ok = type(port) is int and 0 <= port <= 65535
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not isinstance(host, (tuple, list)):
+        raise InvalidMessageError(f"{what} must be an (ip, port) pair, not {host!r:.60}")
+
+# %% ../book/07_recovery.ipynb #10695998
+def check_message(msg) -> None:
+    "Raise a named MessageError for anything in `msg` the record cannot hold as given."
+    if not isinstance(msg, Message):
+        raise InvalidMessageError(f"put takes a Message, not {type(msg).__name__}")
+    check_topic(msg.topic)
+    body = msg.body
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise InvalidMessageError(f"a body is bytes, bytearray or memoryview, not {type(body).__name__}")
+    if isinstance(body, memoryview) and (body.ndim != 1 or body.format not in "Bbc" or not body.contiguous):
+        raise InvalidMessageError(f"a memoryview body must be flat bytes, not format {body.format!r}")
+    for name, (lo, hi) in _INT_FIELDS:
+        v = getattr(msg, name, 0)
+        if type(v) is not int or not lo <= v <= hi:
+            raise InvalidMessageError(f"{name} must be an int in [{lo}, {hi}], not {v!r:.40}")
+    if type(msg.properties) is not dict:
+        raise InvalidMessageError(f"properties must be a dict, not {type(msg.properties).__name__}")
+    for k, v in msg.properties.items():
+        if type(k) is not str or type(v) is not str:
+            raise InvalidPropertyError(f"property {k!r:.40}: names and values are str, not {type(v).__name__}")
+    check_host(msg.born_host, "born_host")
+
+# %% ../book/07_recovery.ipynb #015773f7
+from dataclasses import fields as _fields
+
+_POSITIVE = {"commit_log_file_size", "consume_queue_units", "index_slots", "index_entries",
+             "max_message_size", "flush_interval_ms", "flush_cq_interval_ms", "max_msgs_num_batch"}
+
+def check_config(cfg) -> None:
+    "Raise ConfigError unless every field of `cfg` has its type and a usable value."
+    if not isinstance(cfg, StoreConfig):
+        raise ConfigError(f"config must be a StoreConfig, not {type(cfg).__name__}")
+    for f in _fields(StoreConfig):
+        v = getattr(cfg, f.name)
+        if f.type in (int, bool, str) and type(v) is not f.type:
+            raise ConfigError(f"{f.name} must be {f.type.__name__}, not {type(v).__name__} {v!r:.40}")
+        if f.type is int and (v < 0 or v > 2**31 - 1 or (v == 0 and f.name in _POSITIVE)):
+            raise ConfigError(f"{f.name} {v} is out of range")
+    try:
+        check_host(cfg.store_host, "store_host")
+    except InvalidMessageError as e:
+        raise ConfigError(str(e)) from None
+    if cfg.index_file_size > 2**31 - 1:
+        raise ConfigError(f"index files of {cfg.index_file_size} bytes are over 2 GiB")
+    cfg.__post_init__()                      # the checks of StoreConfig itself, on the current values
+
+def check_open_arguments(root, config, clock, observer, read_only, plugins) -> None:
+    if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes) or "\x00" in str(root):
+        raise InvalidArgumentError(f"root must be a path (str or os.PathLike), not {root!r:.60}")
+    if config is not None:
+        check_config(config)
+    for name, fn in (("clock", clock), ("observer", observer)):
+        if fn is not None and not callable(fn):
+            raise InvalidArgumentError(f"{name} must be callable or None, not {type(fn).__name__}")
+    if type(read_only) is not bool:
+        raise InvalidArgumentError(f"read_only must be a bool, not {type(read_only).__name__}")
+    if not isinstance(plugins, (list, tuple)):
+        raise InvalidArgumentError(f"plugins must be a list or tuple, not {type(plugins).__name__}")
+
+def check_query_arguments(topic, key, begin, end, max_num) -> None:
+    for name, v in (("topic", topic), ("key", key)):
+        if not isinstance(v, str):
+            raise InvalidArgumentError(f"{name} must be a str, not {type(v).__name__}")
+    for name, v in (("begin", begin), ("end", end), ("max_num", max_num)):
+        check_int(name, v)
+
+# %% ../book/07_recovery.ipynb #31b51c33
+from .commit_log import FlushService
+from .errors import DispatchWarning
+
+def guard_thread(thread: threading.Thread) -> threading.Thread:
+    "Before `thread` starts: keep the exception that ends its run in `thread.failure` (None until then)."
+    run, thread.failure = thread.run, None
+    def guarded():
+        try:
+            run()
+        except BaseException as e:
+            thread.failure = e
+    thread.run = guarded
+    return thread
