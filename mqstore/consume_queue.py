@@ -206,9 +206,7 @@ class ConsumeQueue:
         while self.mfq.files:
             mf = self.mfq.files[-1]
             u = self._file_units(mf, self.file_size)
-            real = u["size"] != FILLER_SIZE                 # a real unit's record must end by the cut
-            keep = (u["offset"] >= 0) & (u["size"] > 0) & (u["offset"] < phy_offset) & \
-                   (~real | (u["offset"] + u["size"] <= phy_offset))
+            keep = (u["offset"] >= 0) & (u["size"] > 0) & (u["offset"] < phy_offset)
             n = int(np.argmin(keep)) if not keep.all() else len(u)
             if n == 0:                  # unit 0 is past the cut, or not a unit at all
                 self.mfq.files.pop().destroy()
@@ -303,6 +301,8 @@ class ConsumeQueueStore:
     def truncate_dirty(self, phy_offset: int) -> None:
         for q in self.queues.values():
             q.truncate_dirty_logic_files(phy_offset)
+            while q.max_physic_offset > phy_offset:    # the last unit's record runs past the end: a damaged size
+                q.truncate_dirty_logic_files(q.unit(q.max_offset_in_queue - 1)[0])
 
     def topic_queue_table(self) -> dict:
         "'topic-queueId' -> the next queue offset to assign."

@@ -112,6 +112,18 @@ def test_03_a_queue_offset_far_past_the_queue_end_is_not_filled(tmp_path):
     assert len(list((tmp_path / "consumequeue" / "T" / "0").iterdir())) == 1
 
 
+def test_03_a_unit_whose_record_runs_past_the_log_end_is_cut(tmp_path):
+    "Found by the fuzz suite: a damaged size made the queue skip every later put as 'dispatched before'."
+    new_store(tmp_path, n=6)
+    qfile = tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}"
+    with open(qfile, "r+b") as f:
+        f.seek(5 * 20 + 8)
+        f.write(struct.pack(">i", 0x7FFF0000))                          # unit 5's size
+    reopens_and_serves(tmp_path)
+    with MessageStore.open(tmp_path, CFG, read_only=True) as s:
+        assert [m.body for m in s.get("T", 0, 0, 32).messages][-1] == b"after"
+
+
 # 4 ------------------------------------------------------------------------------------------
 def test_04_an_index_chain_with_a_cycle_ends(tmp_path):
     f = IndexFile.create(tmp_path / "20240101000000000", 8, 32)
