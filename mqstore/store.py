@@ -473,6 +473,7 @@ def check_config(cfg) -> None:
         raise ConfigError(f"index files of {cfg.index_file_size} bytes are over 2 GiB")
     cfg.__post_init__()                      # the checks of StoreConfig itself, on the current values
 
+# %% ../book/07_recovery.ipynb #bae9a5c6
 def check_open_arguments(root, config, clock, observer, read_only, plugins) -> None:
     if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes) or "\x00" in str(root):
         raise InvalidArgumentError(f"root must be a path (str or os.PathLike), not {root!r:.60}")
