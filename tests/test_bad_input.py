@@ -235,6 +235,9 @@ def test_11_the_command_ignores_dot_files_when_it_infers_the_config(tmp_path):
         cfg = infer_config(tmp_path)
     assert (cfg.commit_log_file_size, cfg.consume_queue_units, cfg.index_slots) == \
         (CFG.commit_log_file_size, CFG.consume_queue_units, CFG.index_slots)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["verify", str(tmp_path)]) == 0                 # the healthy store verifies
 
 
 # 12 -----------------------------------------------------------------------------------------
