@@ -416,6 +416,8 @@ def check_topic(topic) -> None:
     if type(topic) is not str or not _TOPIC.fullmatch(topic):
         raise InvalidTopicError(f"topic {topic!r:.60} is not 1 to {TOPIC_MAX_LENGTH} characters of %|a-zA-Z0-9_-")
 
+_GOOD_TOPICS, _GOOD_HOSTS = set(), set()            # already checked: put is a hot path
+
 def check_host(host, what: str) -> None:
     "An (ip, port) pair: an IPv4/IPv6 address and a port in [0, 65535]."
     try:
@@ -432,7 +434,11 @@ def check_message(msg) -> None:
     "Raise a named MessageError for anything in `msg` the record cannot hold as given."
     if not isinstance(msg, Message):
         raise InvalidMessageError(f"put takes a Message, not {type(msg).__name__}")
-    check_topic(msg.topic)
+    topic, host = msg.topic, msg.born_host
+    if not (type(topic) is str and topic in _GOOD_TOPICS):
+        check_topic(topic)
+        if len(_GOOD_TOPICS) < 4096:
+            _GOOD_TOPICS.add(topic)
     body = msg.body
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise InvalidMessageError(f"a body is bytes, bytearray or memoryview, not {type(body).__name__}")
@@ -447,7 +453,11 @@ def check_message(msg) -> None:
     for k, v in msg.properties.items():
         if type(k) is not str or type(v) is not str:
             raise InvalidPropertyError(f"property {k!r:.40}: names and values are str, not {type(v).__name__}")
-    check_host(msg.born_host, "born_host")
+    if not (type(host) is tuple and len(host) == 2 and type(host[0]) is str and type(host[1]) is int
+            and host in _GOOD_HOSTS):
+        check_host(host, "born_host")
+        if isinstance(host, tuple) and len(_GOOD_HOSTS) < 4096 and type(host[1]) is int:
+            _GOOD_HOSTS.add(host)
 
 # %% ../book/07_recovery.ipynb #015773f7
 from dataclasses import fields as _fields
