@@ -265,7 +265,10 @@ def test_13_every_parameter_is_type_checked_at_the_call(tmp_path):
             with pytest.raises(MQStoreError):
                 s.put(m)
         assert s.commit_log.max_offset == 0
-        s.put(Message("T", b"x"))
+        s.put(Message("T", b"x", born_host=("127.0.0.1", 1)))
+        for host in (("127.0.0.1", 1.0), ("127.0.0.1", True), ["127.0.0.1", 1.0], ("127.0.0.1", [1])):
+            with pytest.raises(InvalidMessageError):          # a host that equals one already seen
+                s.put(Message("T", b"x", born_host=host))
         for call in (lambda: s.look(0.0), lambda: s.look(None), lambda: s.get("T", 0, 0, tags=5),
                      lambda: s.get("T", 0, None), lambda: s.get("T", None, 0), lambda: s.get(5, 0, 0),
                      lambda: s.get("T", 0, 0, max_count=1.0), lambda: s.query("T", "k", begin=None),
