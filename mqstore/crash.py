@@ -1012,7 +1012,7 @@ def damage_garbage_tail(root, rng, sent):
 
 def damage_foreign_segment(root, rng, sent):
     "A segment copied to another offset (another store's file, or a stray copy)."
-    segs = _store_files(root, "commitlog")
+    segs = [p for p in _store_files(root, "commitlog") if p.name.isdigit()]
     if not segs:
         return "no segment to copy"
     src, size = rng.choice(segs), FUZZ_CONFIG.commit_log_file_size
