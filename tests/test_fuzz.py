@@ -44,6 +44,7 @@ def run_batch(work: Path, seed: int, n: int) -> list:
     return [tuple(r) for r in json.loads(p.stdout.strip().splitlines()[-1])]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_fuzz_bad_input_gets_named_errors_clean_recoveries_or_reported_problems(tmp_path, record_property):
     sizes = [BATCH] * (CASES // BATCH) + ([CASES % BATCH] if CASES % BATCH else [])
