@@ -7,13 +7,19 @@ __all__ = ['REPAIR_HINT', 'infer_config', 'open_store', 'describe_store', 'forma
            'repair_hint_for', 'confirm', 'store_problems', 'cmd_repair', 'build_parser', 'main']
 
 # %% ../book/12_real_stores.ipynb #8503f29c
-import json, os, sys, argparse, hashlib
+import json, os, sys, argparse, hashlib, warnings
 from pathlib import Path
 from .config import StoreConfig
 from .errors import MQStoreError, NotAStoreError, CorruptFileError, QueryError
 
-def _first_file(folder: Path):
-    files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+def _first_file(folder: Path, digits: int = 20):
+    "The first file named by `digits` digits; any other file (`.DS_Store`, `x.bak`) is ignored with a warning."
+    files = []
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if p.is_file() and len(p.name) == digits and p.name.isascii() and p.name.isdigit():
+            files.append(p)
+        else:
+            warnings.warn(f"{p}: not a file of the store (named by {digits} digits); ignored", stacklevel=3)
     return files[0] if files else None
 
 def infer_config(root, base: StoreConfig | None = None) -> StoreConfig:
@@ -37,7 +43,7 @@ def infer_config(root, base: StoreConfig | None = None) -> StoreConfig:
                     break
             if "consume_queue_units" in changes:
                 break
-    idx = _first_file(root / "index")
+    idx = _first_file(root / "index", digits=17)
     if idx is not None and idx.stat().st_size:
         size = idx.stat().st_size
         slots, rest = divmod(size - 40, 84)

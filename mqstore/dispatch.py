@@ -82,7 +82,11 @@ def dispatch_range(commit_log, from_offset: int, dispatchers, to_offset: int | N
             pos, limit = offset - base, len(buf)
             while pos < limit:
                 req = read_dispatch_request(buf, pos)
-                if req.success and req.msg_size > 0:
+                if req.success and req.msg_size > 0 and req.commit_log_offset != base + pos:
+                    if observer:                            # a record copied from elsewhere: not ours
+                        observer(DispatchEvent("skipped", base + pos, req.msg_size, reason="foreign record"))
+                    pos += req.msg_size
+                elif req.success and req.msg_size > 0:
                     for d in dispatchers:
                         d(req)
                     if observer:

@@ -114,7 +114,7 @@ class IndexFile:
     def slot_value(self, key_hash: int) -> int:
         "The chain head for a hash, or 0 when the slot is empty or holds an impossible value."
         v = struct.unpack_from(">i", self._mm, INDEX_HEADER_SIZE + (key_hash % self.slot_num) * 4)[0]
-        return INVALID_INDEX if v <= INVALID_INDEX or v > self._count else v
+        return INVALID_INDEX if v <= INVALID_INDEX or v >= self._count else v     # entries are 1 .. count-1
 
     def entry(self, n: int):
         "Entry number n as (key_hash, phy_offset, time_diff, prev_index)."
@@ -130,7 +130,7 @@ class IndexFile:
             return False
         slot_at = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * HASH_SLOT_SIZE
         old = struct.unpack_from(">i", self._mm, slot_at)[0]
-        if old <= INVALID_INDEX or old > n:
+        if old <= INVALID_INDEX or old >= n:
             old = INVALID_INDEX
         diff = time_diff_seconds(store_timestamp, self._begin_ts)
         _ENTRY.pack_into(self._mm, self._entries_at + n * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff, old)
@@ -162,7 +162,9 @@ class IndexFile:
             return out
         lo = begin - slack_ms
         base, mm, unpack = self._entries_at, self._mm, _ENTRY.unpack_from
-        while len(out) < max_num:
+        for _ in range(count - 1):            # entries 1 .. count-1, each at most once: a cycle ends here
+            if len(out) >= max_num:
+                break
             h, phy, diff, prev = unpack(mm, base + n * INDEX_ENTRY_SIZE)
             if diff < 0:
                 break
@@ -171,7 +173,7 @@ class IndexFile:
                 t = self._begin_ts            # the first entry's time is the begin timestamp itself
             if h == key_hash and lo <= t <= end:
                 out.append(phy)
-            if prev <= INVALID_INDEX or prev > count or prev == n or t < lo:
+            if prev <= INVALID_INDEX or prev >= count or prev == n or t < lo:
                 break
             n = prev
         return out
@@ -278,7 +280,7 @@ def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> 
     s_sorted, n_sorted = slot_of[order], numbers[order]
     head = np.ones(m, bool); head[1:] = s_sorted[1:] != s_sorted[:-1]
     old = slots[s_sorted[head]].astype(np.int64)
-    old[(old <= INVALID_INDEX) | (old > count)] = INVALID_INDEX
+    old[(old <= INVALID_INDEX) | (old >= count)] = INVALID_INDEX
     prev_sorted = np.empty(m, np.int64)
     prev_sorted[1:] = n_sorted[:-1]
     prev_sorted[head] = old

@@ -80,6 +80,10 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
                 if r.status is not RecordStatus.OK:
                     status, reason = r.status, r.reason
                     break
+                if r.message.commit_log_offset != base + pos:    # a record copied from another place or store
+                    status, reason = RecordStatus.CORRUPT, (f"PHYSICALOFFSET {r.message.commit_log_offset} "
+                                                            f"is not the record's position {base + pos}")
+                    break
                 if on_message is not None:
                     on_message(r.message)
                 pos += r.size
@@ -201,7 +205,8 @@ def clip_queue(q, phy_end: int) -> int:
     for i in range(max(0, len(files) - 3), len(files)):
         mf = files[i]
         u = np.frombuffer(bytes(mf._mm[:mf.file_size]), dtype=CQ_UNIT_DTYPE)
-        ok = (u["offset"] >= 0) & (u["size"] > 0) & ((u["offset"] < phy_end) | (u["size"] == FILLER_SIZE))
+        filler = u["size"] == FILLER_SIZE
+        ok = (u["offset"] >= 0) & (u["size"] > 0) & (filler | (u["offset"] + u["size"] <= phy_end))
         n = int(np.argmin(ok)) if not ok.all() else len(u)
         end = mf.file_from_offset + n * CQ_STORE_UNIT_SIZE
         if n < len(u):
