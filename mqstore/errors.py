@@ -98,7 +98,7 @@ class StoreLockedError(StoreStateError):
         super().__init__(message)
         self.pid = pid
 
-# %% ../book/05_dispatch.ipynb #b4b0e49e
+# %% ../book/05_dispatch.ipynb #ecea86c1
 class InvalidArgumentError(QueryError, TypeError):
     "An argument of the wrong type or range (a float offset, None for a queue id, a tag that is a number)."
 
