@@ -6,7 +6,7 @@ __all__ = ['CQ_STORE_UNIT_SIZE', 'FILLER_SIZE', 'CQ_UNIT_DTYPE', 'FILLER_UNIT', 
            'ConsumeQueue', 'ConsumeQueueStore', 'check_int', 'record_disagrees', 'check_get_arguments',
            'GetMessageStatus', 'GetMessageResult', 'parse_subscription', 'get_messages', 'load_read_only']
 
-# %% ../book/05_dispatch.ipynb #21b18ef4
+# %% ../book/05_dispatch.ipynb #ea1ebbba
 import re, struct, warnings
 from dataclasses import dataclass, field
 from enum import Enum
@@ -27,7 +27,7 @@ def encode_unit(offset: int, size: int, tags_code: int) -> bytes:
     "One 20-byte consume-queue unit."
     return _UNIT.pack(offset, size, tags_code)
 
-# %% ../book/05_dispatch.ipynb #acca887a
+# %% ../book/05_dispatch.ipynb #c4f3e3a1
 FILLER_UNIT = encode_unit(0, FILLER_SIZE, 0)
 
 def valid_units(units: np.ndarray) -> int:
@@ -35,7 +35,7 @@ def valid_units(units: np.ndarray) -> int:
     bad = (units["offset"] < 0) | (units["size"] <= 0)
     return int(np.argmax(bad)) if bad.any() else len(units)
 
-# %% ../book/05_dispatch.ipynb #bfd424d1
+# %% ../book/05_dispatch.ipynb #82e71614
 def check_topic_folder_name(topic: str) -> None:
     "A topic must be usable as one folder name."
     if not topic or topic in (".", "..") or "/" in topic or "\x00" in topic or len(topic.encode()) > 255:
@@ -60,7 +60,7 @@ def queue_id_of_folder(name: str):
         return int(name)
     return None
 
-# %% ../book/05_dispatch.ipynb #68e36574
+# %% ../book/05_dispatch.ipynb #785fcab4
 class ConsumeQueue:
     "One queue of one topic: 20-byte units in fixed-size files (RocketMQ's ConsumeQueue)."
 
@@ -251,7 +251,7 @@ class ConsumeQueue:
                 i += 1
         return done
 
-# %% ../book/05_dispatch.ipynb #347d6606
+# %% ../book/05_dispatch.ipynb #c836faf0
 class ConsumeQueueStore:
     "Every consume queue under `root/consumequeue` (RocketMQ's consumeQueueTable)."
 
@@ -353,7 +353,7 @@ class ConsumeQueueStore:
                     self.find_or_create(tdir.name, qid).load(read_only)
         return self
 
-# %% ../book/05_dispatch.ipynb #e1ffafcf
+# %% ../book/05_dispatch.ipynb #90f77ae6
 def check_int(name: str, value, lo: int | None = None, hi: int | None = None) -> None:
     "Raise InvalidArgumentError unless `value` is an int (not a bool) in [lo, hi]."
     if type(value) is not int and not (isinstance(value, int) and not isinstance(value, bool)):
@@ -377,7 +377,7 @@ def check_get_arguments(topic, queue_id, offset, max_count, tags) -> None:
         if not isinstance(tags, (list, tuple, set, frozenset)) or not all(isinstance(t, str) for t in tags):
             raise InvalidArgumentError(f"tags must be None, a str or a collection of str, not {tags!r:.60}")
 
-# %% ../book/05_dispatch.ipynb #b17df063
+# %% ../book/05_dispatch.ipynb #0d9d75fc
 class GetMessageStatus(Enum):
     "RocketMQ's GetMessageStatus, the values a read can end with."
     FOUND = "FOUND"
@@ -406,7 +406,7 @@ class GetMessageResult:
     filtered_by_tag: int = 0        # units whose tagsCode matched but whose real tag did not (collisions)
     mismatched: int = 0             # units whose record has another topic, queue id or queue offset
 
-# %% ../book/05_dispatch.ipynb #3449930d
+# %% ../book/05_dispatch.ipynb #d543854d
 def parse_subscription(tags):
     "None / '*' -> None (everything); 'A || B' or an iterable -> the set of tags."
     if tags is None:
@@ -431,7 +431,7 @@ def _range_result(q, offset: int) -> GetMessageResult:
         res.status, res.next_begin_offset = GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi
     return res
 
-# %% ../book/05_dispatch.ipynb #33e58d02
+# %% ../book/05_dispatch.ipynb #18de85a5
 def _scan_units(commit_log, q, res, topic, queue_id, offset, max_count, wanted, codes) -> None:
     "Fill `res` with up to max_count messages of queue q from `offset`."
     budget, hi = max(800, max_count), q.max_offset_in_queue   # RocketMQ scans at most 16,000 bytes of units
@@ -467,7 +467,7 @@ def _scan_units(commit_log, q, res, topic, queue_id, offset, max_count, wanted, 
     elif res.mismatched:
         res.status = GetMessageStatus.UNIT_MISMATCH
 
-# %% ../book/05_dispatch.ipynb #3c9e8b60
+# %% ../book/05_dispatch.ipynb #ea4b2dca
 def get_messages(commit_log, cq_store, topic: str, queue_id: int, offset: int, max_count: int,
                  tags=None) -> GetMessageResult:
     """Read up to max_count messages of one queue from a queue offset (DefaultMessageStore.getMessage).
@@ -490,7 +490,7 @@ def get_messages(commit_log, cq_store, topic: str, queue_id: int, offset: int, m
         _scan_units(commit_log, q, res, topic, queue_id, offset, max_count, wanted, codes)
     return res
 
-# %% ../book/05_dispatch.ipynb #93ddc243
+# %% ../book/05_dispatch.ipynb #533c4c58
 from .mapped_file import MappedFile
 from .mapped_file_queue import scan_segment_folder
 

@@ -6,7 +6,7 @@ __all__ = ['DispatchRequest', 'request_from_message', 'read_dispatch_request', '
            'scan_property', 'scan_topic_ids', 'SegmentBatch', 'index_key_columns', 'decode_segment_batch',
            'build_consume_queues_bulk']
 
-# %% ../book/05_dispatch.ipynb #1344e33f
+# %% ../book/05_dispatch.ipynb #c48f87bf
 import re, threading, time
 from dataclasses import dataclass, field
 import numpy as np
@@ -35,7 +35,7 @@ class DispatchRequest:
     status: RecordStatus = RecordStatus.OK
     reason: str = ""
 
-# %% ../book/05_dispatch.ipynb #7e674e9a
+# %% ../book/05_dispatch.ipynb #85a4e430
 def request_from_message(m: StoredMessage) -> DispatchRequest:
     "The DispatchRequest of a decoded record."
     p = m.properties
@@ -59,7 +59,7 @@ def read_dispatch_request(buf, pos: int = 0) -> DispatchRequest:
     fits = r.status is RecordStatus.TORN and 0 < r.size <= len(buf) - pos
     return DispatchRequest(msg_size=r.size if fits else -1, success=False, status=r.status, reason=r.reason)
 
-# %% ../book/05_dispatch.ipynb #701bba3b
+# %% ../book/05_dispatch.ipynb #0777e4d7
 @dataclass(frozen=True)
 class DispatchEvent:
     "What the reput loop did at an offset: 'dispatched', 'blank', 'skipped' or 'stopped'."
@@ -90,7 +90,7 @@ def _event(step: str, req: DispatchRequest, at: int, rest: int) -> DispatchEvent
         return DispatchEvent("skipped", at, req.msg_size, reason=req.reason)
     return DispatchEvent("stopped", at, reason=req.reason)
 
-# %% ../book/05_dispatch.ipynb #b1c2ebac
+# %% ../book/05_dispatch.ipynb #0a4e8ea9
 def dispatch_range(commit_log, from_offset: int, dispatchers, to_offset: int | None = None,
                    observer=None) -> int:
     """Follow the commit log from `from_offset` to `to_offset` (default: its end), handing every
@@ -122,7 +122,7 @@ def dispatch_range(commit_log, from_offset: int, dispatchers, to_offset: int | N
             break
     return offset
 
-# %% ../book/05_dispatch.ipynb #d0fd6481
+# %% ../book/05_dispatch.ipynb #0ff54ee2
 class ReputService:
     "Follows the commit log and dispatches new records (RocketMQ's ReputMessageService)."
 
@@ -191,7 +191,7 @@ class ReputService:
         self.stop()
         self.dispatch_until()
 
-# %% ../book/05_dispatch.ipynb #fd9587a9
+# %% ../book/05_dispatch.ipynb #28a1d6d5
 from .message import java_string_hash
 
 _INV31 = pow(31, -1, 1 << 32)
@@ -229,7 +229,7 @@ def _separator_positions(data, pp, pe, wide: int = 512, chunk: int = 1 << 15):
     two = data[at] == 2
     return at[~two], at[two]
 
-# %% ../book/05_dispatch.ipynb #e5ff21b5
+# %% ../book/05_dispatch.ipynb #9d82c4bd
 def _property_pieces(data, pp, pe):
     "(start, end, position of the first \\x01, well-formed?, record) of every property piece of every record."
     s1, s2 = _separator_positions(data, pp, pe)
@@ -249,7 +249,7 @@ def span_strings(buf, start, length) -> list:
         return [None if k < 0 else str(mv[a:a + k], "utf-8", "replace")
                 for a, k in zip(start.tolist(), length.tolist())]
 
-# %% ../book/05_dispatch.ipynb #21fcacb5
+# %% ../book/05_dispatch.ipynb #82699bf5
 def property_spans(buf, headers, names) -> dict:
     """{name: (start, length)} of each property's value for every record (length -1: absent or empty).
 
@@ -281,7 +281,7 @@ def property_spans(buf, headers, names) -> dict:
         del data
     return out
 
-# %% ../book/05_dispatch.ipynb #a9e77e07
+# %% ../book/05_dispatch.ipynb #b0426d93
 def _horner_hashes(grid, k) -> np.ndarray:
     "Java hashes (uint32) of the rows of `grid` (uint32, zero-padded), row i having k[i] real columns."
     w = grid.shape[1]
@@ -320,7 +320,7 @@ def span_java_hashes(buf, start, length, chunk: int = 1 << 16, wide=None) -> np.
         del data
     return out
 
-# %% ../book/05_dispatch.ipynb #128a92f8
+# %% ../book/05_dispatch.ipynb #16df0c06
 def scan_property(buf, headers, name: str) -> list:
     """The value of one property for every scanned record (None when absent or empty).
 
@@ -359,7 +359,7 @@ class SegmentBatch:
     index_rows: np.ndarray | None = None    # the record of every index key, in the order build_index puts them
     index_hashes: np.ndarray | None = None  # and its hash (chapter 6's index_key_hash of "topic#key")
 
-# %% ../book/05_dispatch.ipynb #6ac31fde
+# %% ../book/05_dispatch.ipynb #e266bf29
 def _key_pieces(data, start, length):
     "Split spans on single spaces: (span index, piece start, piece length) of the non-empty pieces, in order."
     rows = np.flatnonzero(length > 0)
@@ -390,7 +390,7 @@ def _index_key_spans(buf, keys_span, uniq_span):
     order = np.lexsort((start, np.concatenate([np.zeros(len(u_rows)), np.ones(len(k_rows))]), rows))
     return rows[order], start[order], length[order]
 
-# %% ../book/05_dispatch.ipynb #4a572ffc
+# %% ../book/05_dispatch.ipynb #8131d606
 def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
     """(record, hash) of every index key of a segment, in build order: per record topic#UNIQ_KEY,
     then topic#k for each non-empty piece of KEYS; the hash is chapter 6's index_key_hash.
@@ -415,7 +415,7 @@ def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
     h[h == 1 << 31] = 0                        # index_key_hash: abs, Integer.MIN_VALUE -> 0
     return rows, h
 
-# %% ../book/05_dispatch.ipynb #81b48f79
+# %% ../book/05_dispatch.ipynb #45d1d3a2
 def decode_segment_batch(buf, headers, strings: bool = True) -> SegmentBatch:
     """Topics, tags codes, KEYS and UNIQ_KEY of every record of a `scan_segment` result, and the
     hashes of every index key. With `strings=False`, KEYS and UNIQ_KEY stay spans (no str per record)."""

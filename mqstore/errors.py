@@ -98,14 +98,14 @@ class StoreLockedError(StoreStateError):
         super().__init__(message)
         self.pid = pid
 
-# %% ../book/05_dispatch.ipynb #a48c667d
+# %% ../book/05_dispatch.ipynb #2285ec84
 class DispatchWarning(UserWarning):
     "A record that no consume queue can hold (its topic, queue id or queue offset is damaged): not dispatched."
 
 class QueueFolderWarning(UserWarning):
     "A folder under consumequeue/ that does not name a queue ('-1', '01', a file): ignored."
 
-# %% ../book/05_dispatch.ipynb #c32f3264
+# %% ../book/05_dispatch.ipynb #288f1f35
 class InvalidArgumentError(QueryError, TypeError):
     "An argument of the wrong type or range (a float offset, None for a queue id, a tag that is a number)."
 

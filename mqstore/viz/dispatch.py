@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['PALETTE', 'NO_UNIT', 'EVENT_COLORS', 'draw_fanout', 'draw_queue_file', 'draw_reput']
 
-# %% ../../book/05_dispatch.ipynb #abedf882
+# %% ../../book/05_dispatch.ipynb #288aaa6c
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
@@ -34,7 +34,7 @@ def _records(log, start, count):
             break
     return recs
 
-# %% ../../book/05_dispatch.ipynb #08a383f5
+# %% ../../book/05_dispatch.ipynb #2ce005b3
 def draw_fanout(log, cq_store, start=0, count=12, ax=None, title=None):
     "`count` records from `start`: the commit log on top, a row per queue below, each unit under its record."
     units, recs = _unit_map(cq_store), _records(log, start, count)
@@ -69,7 +69,7 @@ def draw_fanout(log, cq_store, start=0, count=12, ax=None, title=None):
         ax.spines[side].set_visible(False)
     return ax
 
-# %% ../../book/05_dispatch.ipynb #56b26dc0
+# %% ../../book/05_dispatch.ipynb #95bd5a45
 def _unit_look(n, off, size, cq):
     "(face colour, hatch, text) of unit number n of a queue."
     if size == 0x7FFFFFFF:
@@ -108,7 +108,7 @@ def draw_queue_file(cq, file_index=0, per_row=6, tag_names=None, ax=None, title=
                  f"unit q at byte 20 x q", fontsize=10)
     return ax
 
-# %% ../../book/05_dispatch.ipynb #c6811bb4
+# %% ../../book/05_dispatch.ipynb #81c2dca5
 EVENT_COLORS = {"dispatched": "#0072B2", "no unit": NO_UNIT, "blank": "#E69F00", "skipped": "#D55E00"}
 
 def draw_reput(events, segment_size, cq_store=None, ax=None, title=None):
