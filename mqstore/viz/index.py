@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['OKABE_ITO', 'chain_lengths', 'chain_of', 'draw_chains', 'draw_slot_heatmap', 'draw_chain_lengths', 'animate_chain']
 
-# %% ../../book/06_index.ipynb #557cbd39
+# %% ../../book/06_index.ipynb #65ae9cfc
 import math
 import numpy as np
 import matplotlib.pyplot as plt
@@ -25,7 +25,7 @@ def chain_of(f, key_hash: int) -> list:
         n = f.entry(n)[3]
     return out
 
-# %% ../../book/06_index.ipynb #60c56d18
+# %% ../../book/06_index.ipynb #b728f64b
 def draw_chains(f, ax=None, title=None):
     "Slots (top row) and entries (bottom row) of a small index file; arrows: slot -> head, entry -> prev."
     n_entries = f.index_count - 1
@@ -61,7 +61,7 @@ def draw_chains(f, ax=None, title=None):
                  fontsize=10)
     return ax
 
-# %% ../../book/06_index.ipynb #81f32570
+# %% ../../book/06_index.ipynb #eea4a875
 def draw_slot_heatmap(f, ax=None, title=None):
     "Each slot of an index file as a cell coloured by its chain length (row-major, side x side)."
     counts = chain_lengths(f)
@@ -83,7 +83,7 @@ def draw_slot_heatmap(f, ax=None, title=None):
                  f"{int((counts == 0).sum())} empty, longest chain {int(counts.max())}", fontsize=10)
     return ax
 
-# %% ../../book/06_index.ipynb #edd93fc5
+# %% ../../book/06_index.ipynb #cfb80ffa
 def draw_chain_lengths(f, ax=None, title=None):
     "Histogram of chain lengths against the binomial expectation for a uniform hash."
     counts = chain_lengths(f)
@@ -101,7 +101,14 @@ def draw_chain_lengths(f, ax=None, title=None):
     ax.set_title(title or "chain lengths of a uniform hash", fontsize=10)
     return ax
 
-# %% ../../book/06_index.ipynb #e01c1c4a
+def _walk_legend(ax):
+    "The legend of a chain walk (animate_chain): collected, skipped, not visited."
+    ax.legend(handles=[Patch(fc="#009E73", label="hash matches: collected"),
+                       Patch(fc="#D55E00", label="other key, same slot: skipped"),
+                       Patch(fc="#eeeeee", ec="#999999", label="not visited")],
+              loc="lower center", bbox_to_anchor=(0.5, -0.08), ncol=3, fontsize=8, frameon=False)
+
+# %% ../../book/06_index.ipynb #e736e09f
 def animate_chain(f, key: str, hash_fn, shown: int = 40, interval: int = 900):
     "FuncAnimation: the slot of `key`, then each entry of its chain, hash match or not."
     h = hash_fn(key)
@@ -111,19 +118,17 @@ def animate_chain(f, key: str, hash_fn, shown: int = 40, interval: int = 900):
     ax.set_xlim(-3, shown + 1); ax.set_ylim(-2.2, 2.7); ax.axis("off")
     cells = {n: ax.add_patch(Rectangle((n, 0), 0.9, 0.9, fc="#eeeeee", ec="#999999")) for n in range(1, shown)}
     ax.text(0.6, 0.45, "entries", va="center", ha="right", fontsize=9)
+    for n in [1] + list(range(5, shown, 5)):           # entry numbers under every fifth cell
+        ax.text(n + 0.45, -0.35, str(n), ha="center", va="center", fontsize=8)
     ax.add_patch(Rectangle((0, 1.6), 2.9, 0.9, fc="#E69F00", ec="#999999"))
     ax.text(1.45, 2.05, f"slot {slot}", ha="center", va="center", fontsize=9)
-    note = ax.text(shown / 2, -1.0, "", ha="center", fontsize=9)
-    ax.legend(handles=[Patch(fc="#009E73", label="hash matches: collected"),
-                       Patch(fc="#D55E00", label="other key, same slot: skipped"),
-                       Patch(fc="#eeeeee", ec="#999999", label="not visited")],
-              loc="lower center", bbox_to_anchor=(0.5, -0.08), ncol=3, fontsize=8, frameon=False)
+    note = ax.text(shown / 2, -1.1, "", ha="center", fontsize=9)
+    _walk_legend(ax)
     arrows = []
 
     def frame(i):
-        for a in arrows:
-            a.remove()
-        arrows.clear()
+        while arrows:
+            arrows.pop().remove()
         if i == 0:
             note.set_text(f"key {key!r}: hash {h}, slot {slot} holds entry {chain[0] if chain else 0}")
             return []
@@ -134,8 +139,8 @@ def animate_chain(f, key: str, hash_fn, shown: int = 40, interval: int = 900):
         src = (1.45, 1.6) if i == 1 else (chain[i - 2] + 0.45, 0.9)
         arrows.append(ax.add_patch(FancyArrowPatch(src, (n + 0.45, 0.9), connectionstyle="arc3,rad=-0.4",
                                                    arrowstyle="->", mutation_scale=10)))
-        verdict = "hash matches" if kh == h else "other key, same slot"
-        note.set_text(f"entry {n}: phyOffset {phy}, timeDiff {diff}s, prev {prev} - {verdict}")
+        note.set_text(f"entry {n}: phyOffset {phy}, timeDiff {diff}s, prev {prev} - "
+                      + ("hash matches" if kh == h else "other key, same slot"))
         return []
 
     anim = animation.FuncAnimation(fig, frame, frames=len(chain) + 1, interval=interval, blit=False)
