@@ -108,7 +108,7 @@ class DispatchWarning(UserWarning):
 class QueueFolderWarning(UserWarning):
     "A folder under consumequeue/ that does not name a queue ('-1', '01', a file): ignored."
 
-# %% ../book/06_index.ipynb #175c8057
+# %% ../book/06_index.ipynb #c2061d86
 class IndexFileFullError(CapacityError):
     "An index file has no free entry left."
 

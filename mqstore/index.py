@@ -6,7 +6,7 @@ __all__ = ['INDEX_HEADER_SIZE', 'HASH_SLOT_SIZE', 'INDEX_ENTRY_SIZE', 'INVALID_I
            'index_key_hashes', 'IndexFile', 'time_diff_seconds', 'index_keys_of', 'IndexQueryResult',
            'index_file_name', 'IndexService', 'message_matches']
 
-# %% ../book/06_index.ipynb #4925ff7c
+# %% ../book/06_index.ipynb #0e1e6545
 import os, struct, time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +25,12 @@ _HEADER = struct.Struct(">qqqqii")
 _ENTRY = struct.Struct(">iqii")
 ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 
-# %% ../book/06_index.ipynb #1df3492d
+# %% ../book/06_index.ipynb #513d1377
 def index_file_size(slot_num: int, index_num: int) -> int:
     "40-byte header + 4 bytes per slot + 20 bytes per entry."
     return INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
 
-# %% ../book/06_index.ipynb #f7200002
+# %% ../book/06_index.ipynb #b7a57b9b
 def build_key(topic: str, key: str) -> str:
     "IndexService.buildKey: the string that is hashed."
     return f"{topic}#{key}"
@@ -40,7 +40,7 @@ def index_key_hash(key: str) -> int:
     h = java_string_hash(key)
     return abs(h) if h != -(1 << 31) else 0
 
-# %% ../book/06_index.ipynb #4e597b02
+# %% ../book/06_index.ipynb #eb2a716f
 def _hash_chunk(strings) -> np.ndarray:
     lengths = np.fromiter(map(len, strings), np.int64, len(strings))
     units = np.frombuffer("".join(strings).encode("utf-16-be"), dtype=">u2")
@@ -70,7 +70,7 @@ def index_key_hashes(keys) -> np.ndarray:
     h[h == 1 << 31] = 0
     return h
 
-# %% ../book/06_index.ipynb #e1692496
+# %% ../book/06_index.ipynb #9bbd5a25
 class IndexFile:
     "One RocketMQ index file: a 40-byte header, hash slots and chained 20-byte entries."
 
@@ -224,7 +224,7 @@ class IndexFile:
     def destroy(self):
         self.mf.destroy()
 
-# %% ../book/06_index.ipynb #fdb0ce9c
+# %% ../book/06_index.ipynb #6bb0e532
 def time_diff_seconds(store_ts: int, begin_ts: int) -> int:
     "An entry's timeDiff: whole seconds since the file's begin (0 without one), clamped to an int."
     if begin_ts <= 0:
@@ -233,7 +233,7 @@ def time_diff_seconds(store_ts: int, begin_ts: int) -> int:
     d = d // 1000 if d >= 0 else -((-d) // 1000)   # Java truncates toward zero
     return min(max(d, 0), _INT_MAX)
 
-# %% ../book/06_index.ipynb #5250cc28
+# %% ../book/06_index.ipynb #07a4bb0d
 def index_keys_of(topic: str, keys, uniq_key) -> list:
     "The index keys of a message: topic#UNIQ_KEY, then topic#k for each non-empty k of KEYS."
     out = [build_key(topic, uniq_key)] if uniq_key else []
@@ -242,7 +242,7 @@ def index_keys_of(topic: str, keys, uniq_key) -> list:
         out.extend(build_key(topic, k) for k in pieces if k)
     return out
 
-# %% ../book/06_index.ipynb #5e2c9745
+# %% ../book/06_index.ipynb #94449ba5
 @dataclass
 class IndexQueryResult:
     "What `IndexService.query` found: offsets (newest first) and, with a lookup, the messages."
@@ -253,7 +253,7 @@ class IndexQueryResult:
     last_update_timestamp: int = 0
     last_update_phy_offset: int = 0
 
-# %% ../book/06_index.ipynb #6b3146e7
+# %% ../book/06_index.ipynb #da124e90
 def index_file_name(now_ms: int) -> str:
     "UtilAll.timeMillisToHumanString: yyyyMMddHHmmssSSS in local time."
     secs, ms = divmod(int(now_ms), 1000)
@@ -431,13 +431,13 @@ class IndexService:
         ts = np.repeat(h["store_timestamp"][rows].astype(np.int64), per)
         return self.put_bulk(index_key_hashes(keys), phy, ts)
 
-# %% ../book/06_index.ipynb #1fafc463
+# %% ../book/06_index.ipynb #39665b23
 def message_matches(msg, topic: str, key: str, begin: int, end: int) -> bool:
     "Does a record really have this topic and key, and a store time in [begin, end]?"
     return (msg.topic == topic and begin <= msg.store_timestamp <= end
             and (key == msg.uniq_key or key in msg.keys))
 
-# %% ../book/06_index.ipynb #f75294c2
+# %% ../book/06_index.ipynb #ef8638a9
 def _bulk_links(slot_of: np.ndarray, numbers: np.ndarray, slots: np.ndarray, count: int):
     "prev of every new entry, the new head of every touched slot, and how many slots were empty."
     m = len(slot_of)
@@ -464,7 +464,7 @@ def _bulk_diffs(ts: np.ndarray, begin: int, count: int) -> np.ndarray:
         diffs[0] = first
     return diffs
 
-# %% ../book/06_index.ipynb #ad62495e
+# %% ../book/06_index.ipynb #b16de907
 def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
     "Put len(h) keys (they must fit) into `f` at once; the same bytes as put_hash one by one."
     m = len(h)

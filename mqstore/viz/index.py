@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['OKABE_ITO', 'chain_lengths', 'chain_of', 'draw_chains', 'draw_slot_heatmap', 'draw_chain_lengths', 'animate_chain']
 
-# %% ../../book/06_index.ipynb #65ae9cfc
+# %% ../../book/06_index.ipynb #f10b066c
 import math
 import numpy as np
 import matplotlib.pyplot as plt
@@ -25,7 +25,7 @@ def chain_of(f, key_hash: int) -> list:
         n = f.entry(n)[3]
     return out
 
-# %% ../../book/06_index.ipynb #b728f64b
+# %% ../../book/06_index.ipynb #2bc993bc
 def draw_chains(f, ax=None, title=None):
     "Slots (top row) and entries (bottom row) of a small index file; arrows: slot -> head, entry -> prev."
     n_entries = f.index_count - 1
@@ -61,7 +61,7 @@ def draw_chains(f, ax=None, title=None):
                  fontsize=10)
     return ax
 
-# %% ../../book/06_index.ipynb #eea4a875
+# %% ../../book/06_index.ipynb #847c34b8
 def draw_slot_heatmap(f, ax=None, title=None):
     "Each slot of an index file as a cell coloured by its chain length (row-major, side x side)."
     counts = chain_lengths(f)
@@ -83,7 +83,7 @@ def draw_slot_heatmap(f, ax=None, title=None):
                  f"{int((counts == 0).sum())} empty, longest chain {int(counts.max())}", fontsize=10)
     return ax
 
-# %% ../../book/06_index.ipynb #cfb80ffa
+# %% ../../book/06_index.ipynb #7218a20f
 def draw_chain_lengths(f, ax=None, title=None):
     "Histogram of chain lengths against the binomial expectation for a uniform hash."
     counts = chain_lengths(f)
@@ -108,7 +108,7 @@ def _walk_legend(ax):
                        Patch(fc="#eeeeee", ec="#999999", label="not visited")],
               loc="lower center", bbox_to_anchor=(0.5, -0.08), ncol=3, fontsize=8, frameon=False)
 
-# %% ../../book/06_index.ipynb #e736e09f
+# %% ../../book/06_index.ipynb #6af9a121
 def animate_chain(f, key: str, hash_fn, shown: int = 40, interval: int = 900):
     "FuncAnimation: the slot of `key`, then each entry of its chain, hash match or not."
     h = hash_fn(key)
