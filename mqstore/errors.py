@@ -109,7 +109,7 @@ class QueueFolderWarning(UserWarning):
 class InvalidArgumentError(QueryError, TypeError):
     "An argument of the wrong type or range (a float offset, None for a queue id, a tag that is a number)."
 
-# %% ../book/06_index.ipynb #38d9e803
+# %% ../book/06_index.ipynb #c2061d86
 class IndexFileFullError(CapacityError):
     "An index file has no free entry left."
 
