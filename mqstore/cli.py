@@ -7,7 +7,7 @@ __all__ = ['SUBCOMMANDS', 'ERROR_HINTS', 'JSON_FLAG', 'REPAIR_HINT', 'infer_conf
            'tail_problems', 'progress_bar', 'cmd_verify', 'cmd_recover', 'cmd_rebuild', 'cmd_audit', 'repair_hint_for',
            'confirm', 'store_problems', 'cmd_repair']
 
-# %% ../book/12_real_stores.ipynb #dbb5615a
+# %% ../book/12_real_stores.ipynb #dca76398
 import json, os, sys, argparse, hashlib, warnings
 from pathlib import Path
 from .config import StoreConfig
@@ -23,7 +23,7 @@ def _first_file(folder: Path, digits: int = 20):
             warnings.warn(f"{p}: not a file of the store (named by {digits} digits); ignored", stacklevel=3)
     return files[0] if files else None
 
-# %% ../book/12_real_stores.ipynb #48b15f79
+# %% ../book/12_real_stores.ipynb #c167d88d
 def infer_config(root, base: StoreConfig | None = None) -> StoreConfig:
     "The StoreConfig whose file sizes match the files under `root` (others as in `base`)."
     root = Path(root)
@@ -54,7 +54,7 @@ def infer_config(root, base: StoreConfig | None = None) -> StoreConfig:
         changes["index_slots"], changes["index_entries"] = slots, 4 * slots
     return cfg.with_(**changes)
 
-# %% ../book/12_real_stores.ipynb #0283a6a7
+# %% ../book/12_real_stores.ipynb #d3e5dffc
 from .store import MessageStore
 
 def open_store(root, write: bool = False, config: StoreConfig | None = None, observer=None):
@@ -66,7 +66,7 @@ def open_store(root, write: bool = False, config: StoreConfig | None = None, obs
         raise NotAStoreError(f"{root}: not a store (no commitlog/ folder)", root)
     return MessageStore.open(root, config or infer_config(root), observer=observer, read_only=not write)
 
-# %% ../book/12_real_stores.ipynb #c3b5402c
+# %% ../book/12_real_stores.ipynb #9a1b6624
 def tree_hashes(root) -> dict:
     "sha256 of every file under root (to prove a read-only command wrote nothing)."
     out = {}
@@ -79,7 +79,7 @@ def tree_hashes(root) -> dict:
             out[str(p.relative_to(root))] = h.hexdigest()
     return out
 
-# %% ../book/12_real_stores.ipynb #18ad4c52
+# %% ../book/12_real_stores.ipynb #feac4ec2
 SUBCOMMANDS = {}        # name -> (function, help line, arguments after ROOT), in the order defined
 ERROR_HINTS = []        # functions (error, root) -> text appended to an error's line
 
@@ -96,7 +96,7 @@ def subcommand(name: str, help_: str, *arguments):
         return fn
     return register
 
-# %% ../book/12_real_stores.ipynb #ead7fdb8
+# %% ../book/12_real_stores.ipynb #1e6db3cb
 def build_parser() -> argparse.ArgumentParser:
     from mqstore import __version__
     p = argparse.ArgumentParser(prog="mqstore", description="Read, verify and repair RocketMQ stores "
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
         print("mqstore: interrupted", file=sys.stderr)
         return 130
 
-# %% ../book/12_real_stores.ipynb #6c2c96e8
+# %% ../book/12_real_stores.ipynb #1cbc8591
 from .checkpoint import read_checkpoint_fields
 
 def describe_store(store) -> dict:
@@ -148,7 +148,7 @@ def describe_store(store) -> dict:
         "lock_file": (root / "lock").exists(),
     }
 
-# %% ../book/12_real_stores.ipynb #3bf05c30
+# %% ../book/12_real_stores.ipynb #cec2886d
 def format_description(d: dict) -> str:
     c = d["commitlog"]
     lines = [f"store {d['root']}  ({'clean shutdown' if d['clean_shutdown'] else 'abort file present: last run crashed'})",
@@ -166,7 +166,7 @@ def format_description(d: dict) -> str:
                  f"index {cp['index_msg_timestamp']}"))
     return "\n".join(lines)
 
-# %% ../book/12_real_stores.ipynb #c7a87aeb
+# %% ../book/12_real_stores.ipynb #09afac30
 def _emit(args, data, text):
     print(json.dumps(data, indent=2, default=str) if getattr(args, "json", False) else text)
 
@@ -177,7 +177,7 @@ def cmd_inspect(args) -> int:
     _emit(args, d, format_description(d))
     return 0
 
-# %% ../book/12_real_stores.ipynb #4ffe4629
+# %% ../book/12_real_stores.ipynb #3bbb5a0a
 from .message import record_fields
 
 def hex_view(data: bytes, base: int = 0, width: int = 16) -> str:
@@ -189,7 +189,7 @@ def hex_view(data: bytes, base: int = 0, width: int = 16) -> str:
         out.append(f"{base + i:08x}  {chunk.hex(' '):<{width * 3}} {text}")
     return "\n".join(out)
 
-# %% ../book/12_real_stores.ipynb #a6f8c012
+# %% ../book/12_real_stores.ipynb #d5af8bb3
 def record_facts(store, offset: int) -> dict:
     "Every field of the record at `offset` as plain data (body as hex, cut at 256 bytes)."
     m = store.look(offset)
@@ -207,7 +207,7 @@ def raw_record(store, offset: int) -> bytes:
     mf = store.commit_log.mfq.find_by_offset(offset)
     return mf.read(offset - mf.file_from_offset, m.total_size)
 
-# %% ../book/12_real_stores.ipynb #5c5ab557
+# %% ../book/12_real_stores.ipynb #a259b83e
 @subcommand("dump", "one record at a commit-log offset: its fields and a hex view",
             arg("offset", type=int, metavar="OFFSET", help="physical offset of the record's first byte"),
             arg("--full", action="store_true", help="show every byte, not just the first 256"), JSON_FLAG)
@@ -225,7 +225,7 @@ def cmd_dump(args) -> int:
           + ("" if len(shown) == len(raw) else f"\n... {len(raw) - len(shown)} more bytes (--full)"))
     return 0
 
-# %% ../book/12_real_stores.ipynb #b04d82a4
+# %% ../book/12_real_stores.ipynb #b3607c22
 def message_line(m) -> str:
     body = (m.body or b"")[:40]
     text = body.decode("utf-8", "replace").replace("\n", " ") if body else ""
@@ -237,7 +237,7 @@ def message_data(m) -> dict:
             "queue_offset": m.queue_offset, "store_timestamp": m.store_timestamp, "tags": m.tags,
             "keys": m.keys, "uniq_key": m.uniq_key, "msg_id": m.msg_id, "body_length": len(m.body or b"")}
 
-# %% ../book/12_real_stores.ipynb #449cb75a
+# %% ../book/12_real_stores.ipynb #10217630
 @subcommand("get", "up to N messages of one queue from a queue offset",
             arg("topic", metavar="TOPIC"), arg("queue", type=int, metavar="QUEUE"),
             arg("offset", type=int, metavar="OFFSET", help="queue offset (entry number)"),
@@ -253,7 +253,7 @@ def cmd_get(args) -> int:
     _emit(args, data, text)
     return 0
 
-# %% ../book/12_real_stores.ipynb #dc7f578f
+# %% ../book/12_real_stores.ipynb #f1188c29
 @subcommand("query", "messages of TOPIC whose UNIQ_KEY or KEYS holds KEY, newest first",
             arg("topic", metavar="TOPIC"), arg("key", metavar="KEY"),
             arg("--begin", type=int, default=0, help="earliest store time, ms (default 0)"),
@@ -270,7 +270,7 @@ def cmd_query(args) -> int:
     _emit(args, data, text)
     return 0
 
-# %% ../book/12_real_stores.ipynb #8fe27497
+# %% ../book/12_real_stores.ipynb #aada84a0
 from .message import RecordStatus, check_record
 
 def tail_problems(log) -> list:
@@ -285,7 +285,7 @@ def tail_problems(log) -> list:
                          "offset": end, "status": r.status.name, "reason": r.reason}]
     return []
 
-# %% ../book/12_real_stores.ipynb #8b979b4a
+# %% ../book/12_real_stores.ipynb #23dfd060
 from contextlib import contextmanager
 
 @contextmanager
@@ -301,7 +301,7 @@ def progress_bar(total: int, label: str, enabled: bool | None = None):
         task = bar.add_task(label, total=total)
         yield lambda pos: bar.update(task, completed=pos)
 
-# %% ../book/12_real_stores.ipynb #39fe89f0
+# %% ../book/12_real_stores.ipynb #d0db4248
 REPAIR_HINT = ("run `mqstore repair {root}` to rebuild the consume queues, index files and checkpoint "
                "from the commit log")
 
@@ -332,7 +332,7 @@ def cmd_verify(args) -> int:
     _emit(args, data, text)
     return 0 if not problems else 1
 
-# %% ../book/12_real_stores.ipynb #b62fbe4e
+# %% ../book/12_real_stores.ipynb #6d72e707
 @subcommand("recover", "run recovery (normal or abnormal, as the abort file says) and shut down "
             "cleanly; WRITES to the store", arg("--yes", action="store_true",
                                                help="confirm that the store may be modified"), JSON_FLAG)
@@ -351,7 +351,7 @@ def cmd_recover(args) -> int:
           "\n".join([repr(e) for e in notable] + [f"recovered: the commit log ends at {end:,}; clean shutdown done"]))
     return 0
 
-# %% ../book/12_real_stores.ipynb #ac56e0c3
+# %% ../book/12_real_stores.ipynb #adf1162c
 @subcommand("rebuild", "rebuild consume queues and index files from the commit log into --out",
             arg("--out", metavar="DIR", help="an empty folder for consumequeue/ and index/"),
             arg("--engine", choices=("local", "spark"), default="local", help="one process, or Spark"),
@@ -367,7 +367,7 @@ def cmd_rebuild(args) -> int:
                         f"({args.engine}) into {args.out}")
     return 0
 
-# %% ../book/12_real_stores.ipynb #69b79c27
+# %% ../book/12_real_stores.ipynb #4807011c
 @subcommand("audit", "CRC failures, offset mismatches, queue gaps, unresolved transactions, "
             "statistics; exit status 1 on findings",
             arg("--engine", choices=("local", "spark"), default="local", help="one process, or Spark"),
@@ -378,7 +378,7 @@ def cmd_audit(args) -> int:
     _emit(args, report, pipeline.audit_summary(report))
     return 0 if report["ok"] else 1
 
-# %% ../book/12_real_stores.ipynb #b76fff4d
+# %% ../book/12_real_stores.ipynb #3ae7bd10
 from .errors import StoreFileError, OffsetError, RecordError
 
 def repair_hint_for(error, root) -> str:
@@ -394,7 +394,7 @@ def repair_hint_for(error, root) -> str:
 
 ERROR_HINTS.append(repair_hint_for)
 
-# %% ../book/12_real_stores.ipynb #44ce36b0
+# %% ../book/12_real_stores.ipynb #258aa44b
 def confirm(question: str) -> bool:
     "Ask on the terminal; anything but y/yes (or no terminal input at all) is a no."
     try:
@@ -417,7 +417,7 @@ def store_problems(root, config) -> list:
         return [f"verify could not finish: {e}"]
     return [f"{p['kind']} at {p['offset']}: {p['reason']}" for p in tail] + [str(p) for p in report.problems]
 
-# %% ../book/12_real_stores.ipynb #fc8922d6
+# %% ../book/12_real_stores.ipynb #82c31626
 @subcommand("repair", "verify, rebuild what is wrong (consume queues, index files, checkpoint) "
             "from the commit log in place, verify again; WRITES to the store (asks first)",
             arg("--yes", action="store_true", help="do not ask: the store may be modified"), JSON_FLAG)

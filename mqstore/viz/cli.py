@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['KIND_COLORS', 'QUEUE_COLORS', 'draw_log_strip', 'draw_queue_counts']
 
-# %% ../../book/12_real_stores.ipynb #916c28d0
+# %% ../../book/12_real_stores.ipynb #d49f0aa3
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
@@ -32,7 +32,7 @@ def draw_log_strip(rows: dict, ends: dict | None = None, ax=None, title=None):
     ax.set_title(title or "the commit log, record by record", fontsize=10)
     return ax
 
-# %% ../../book/12_real_stores.ipynb #3c5484e4
+# %% ../../book/12_real_stores.ipynb #69645ffc
 QUEUE_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
 
 def draw_queue_counts(tables: dict, ax=None, title=None):
