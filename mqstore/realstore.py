@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['GIB', 'write_sparse', 'assemble_store', 'assemble_vector_store']
 
-# %% ../book/12_real_stores.ipynb #71179f00
+# %% ../book/12_real_stores.ipynb #3f9d34a6
 import json, os
 from pathlib import Path
 from .checkpoint import StoreCheckpoint
@@ -18,6 +18,7 @@ def write_sparse(path: Path, data: bytes, size: int) -> None:
         f.write(data)
         f.truncate(size)
 
+# %% ../book/12_real_stores.ipynb #7c287aa2
 def assemble_store(root, commitlog: bytes, cq_units, index_files=(), segment_size: int = GIB,
                    cq_file_size: int = 6_000_000, checkpoint=None) -> Path:
     """Lay out a store folder as a RocketMQ broker would.
@@ -46,6 +47,7 @@ def assemble_store(root, commitlog: bytes, cq_units, index_files=(), segment_siz
         cp.flush(); cp.close()
     return root
 
+# %% ../book/12_real_stores.ipynb #99a8eb58
 def assemble_vector_store(vectors, root) -> Path:
     "The store a broker would hold after writing RocketMQ's conformance vectors (`book/data/rocketmq`)."
     vectors = Path(vectors)
