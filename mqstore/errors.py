@@ -112,11 +112,11 @@ class QueueFolderWarning(UserWarning):
 class IndexFileFullError(CapacityError):
     "An index file has no free entry left."
 
-# %% ../book/07_recovery.ipynb #3679cd5b
+# %% ../book/07_recovery.ipynb #22793abc
 class NotAStoreError(StoreFileError):
     "A folder is not an mqstore / RocketMQ store root."
 
-# %% ../book/07_recovery.ipynb #1d317508
+# %% ../book/07_recovery.ipynb #264503ed
 class InvalidMessageError(MessageError, TypeError):
     "A message whose fields have the wrong types or ranges (a body that is not bytes, a queue id of -1)."
 

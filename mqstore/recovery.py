@@ -6,7 +6,7 @@ __all__ = ['RecoveryStarted', 'SegmentChecked', 'SegmentChosen', 'RecordChecked'
            'segment_matches', 'choose_abnormal_start', 'recover_abnormally', 'clip_positions', 'clip_queue',
            'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes']
 
-# %% ../book/07_recovery.ipynb #80d8d132
+# %% ../book/07_recovery.ipynb #a4079980
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class IndexFilesDropped:
     names: tuple
     replay_from: int           # where the replay must start to rebuild them
 
-# %% ../book/07_recovery.ipynb #a56d3f5e
+# %% ../book/07_recovery.ipynb #351930a3
 from .message import check_record, RecordStatus
 
 def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None):
@@ -95,7 +95,7 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
             observer(WalkStopped(base + pos, status.name, reason))
         return base + pos, status, reason
 
-# %% ../book/07_recovery.ipynb #d0e08bb9
+# %% ../book/07_recovery.ipynb #7c70c4d2
 def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     "Drop the commit log from `process_offset` on, and report how much went."
     mfq = commit_log.mfq
@@ -104,7 +104,7 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     if observer is not None:
         observer(Truncated("commitlog", process_offset))
 
-# %% ../book/07_recovery.ipynb #6617029a
+# %% ../book/07_recovery.ipynb #23cbbebf
 def walk_last_segments(commit_log, mode: str, check_crc: bool = True, observer=None) -> int | None:
     "Walk from the third-last segment (RocketMQ's normal start); the process offset, or None with no files."
     files = commit_log.mfq.files
@@ -126,7 +126,7 @@ def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #1acf33d4
+# %% ../book/07_recovery.ipynb #8bb2ee09
 def segment_matches(mf, min_timestamp: int, check_crc: bool = True):
     "(accepted, first store timestamp, reason) for a segment as an abnormal-recovery start."
     with mf.view(0, mf.wrote_position) as buf:
@@ -155,7 +155,7 @@ def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True
         observer(SegmentChosen(files[0].name, 0, "no segment is older than the checkpoint: replay all"))
     return 0
 
-# %% ../book/07_recovery.ipynb #4c25948a
+# %% ../book/07_recovery.ipynb #a6e20fe5
 def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bool = True,
                        observer=None, not_after: int | None = None) -> int:
     "RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate."
@@ -184,7 +184,7 @@ def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bo
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #f2cbb50a
+# %% ../book/07_recovery.ipynb #bf0841fe
 import numpy as np
 from .consume_queue import CQ_UNIT_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
 
@@ -225,7 +225,7 @@ def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=Non
         clip_queue(q, process)
     return process
 
-# %% ../book/07_recovery.ipynb #13193ea8
+# %% ../book/07_recovery.ipynb #6d463fe3
 from .message import encode_blank, END_FILE_MIN_BLANK_LENGTH
 
 @dataclass(frozen=True)
@@ -247,7 +247,8 @@ def segment_valid_end(mf, check_crc: bool = True):
     return pos, RecordStatus.END
 
 
-# %% ../book/07_recovery.ipynb #7c7c3e0d
+
+# %% ../book/07_recovery.ipynb #f14aa21b
 def find_holes(mfq, check_crc: bool = True) -> list:
     "[(segment index, position, status)] of every segment (not the last) whose records stop at a hole."
     holes = []

@@ -6,7 +6,7 @@ __all__ = ['STORE_ENTRIES', 'TOPIC_MAX_LENGTH', 'FlushConsumeQueueService', 'che
            'check_host', 'check_message', 'check_config', 'check_open_arguments', 'check_query_arguments',
            'guard_thread']
 
-# %% ../book/07_recovery.ipynb #902c9561
+# %% ../book/07_recovery.ipynb #a551f353
 import os, threading, time, warnings
 from pathlib import Path
 from .checkpoint import (StoreCheckpoint, StoreLock, create_abort_file, remove_abort_file,
@@ -50,7 +50,7 @@ class FlushConsumeQueueService(threading.Thread):
         if self.ident is not None:          # started (a failed open may stop it before)
             self.join()
 
-# %% ../book/07_recovery.ipynb #ae046a40
+# %% ../book/07_recovery.ipynb #650d9e26
 STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "abort", "abort.bak", "lock",
                  "config", "transaction", "consumequeue_ext", "batchconsumequeue", "timerwheel",
                  "timerlog", "timermetrics", "compaction", "rocksdbstore"}
@@ -71,12 +71,12 @@ def check_store_root(root: Path, create: bool) -> None:
     if not names and not create:
         raise NotAStoreError(f"{root} is empty: there is no store to open read-only", root)
 
-# %% ../book/07_recovery.ipynb #241b3928
+# %% ../book/07_recovery.ipynb #5fce1c40
 def plugin_calls(plugins, method: str):
     "The bound `method` of every plugin that has it, in order."
     return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
 
-# %% ../book/07_recovery.ipynb #ec3e7727
+# %% ../book/07_recovery.ipynb #fd819772
 class MessageStore:
     "A RocketMQ store: commit log, consume queues, index, checkpoint; start-up, recovery, shutdown."
 
@@ -432,10 +432,10 @@ class MessageStore:
                                           f"to its end {log.max_offset}: the records between get no units"))
             reput.reput_from_offset = log.max_offset
 
-# %% ../book/07_recovery.ipynb #6ce5bee3
+# %% ../book/07_recovery.ipynb #7f7658ef
 from .errors import MQStoreError
 
-# %% ../book/07_recovery.ipynb #467bc948
+# %% ../book/07_recovery.ipynb #584ec59a
 import shutil
 from .mapped_file_queue import MappedFileQueue
 from .recovery import seal_holes
@@ -457,7 +457,7 @@ def repair_store(root, config: StoreConfig | None = None, observer=None) -> int:
         store.commit_log.publish_flushed(last_store_timestamp(store.commit_log))   # all of it is on disk
         return store.commit_log.max_offset
 
-# %% ../book/07_recovery.ipynb #ee07ba45
+# %% ../book/07_recovery.ipynb #8ffafba1
 import ipaddress, re
 from .message import Message
 from .errors import InvalidMessageError, InvalidTopicError, InvalidPropertyError
@@ -487,7 +487,7 @@ def check_host(host, what: str) -> None:
     if not ok or not isinstance(host, (tuple, list)):
         raise InvalidMessageError(f"{what} must be an (ip, port) pair, not {host!r:.60}")
 
-# %% ../book/07_recovery.ipynb #10695998
+# %% ../book/07_recovery.ipynb #0212b5f2
 def check_message(msg) -> None:
     "Raise a named MessageError for anything in `msg` the record cannot hold as given."
     if not isinstance(msg, Message):
@@ -517,7 +517,7 @@ def check_message(msg) -> None:
         if isinstance(host, tuple) and len(_GOOD_HOSTS) < 4096 and type(host[1]) is int:
             _GOOD_HOSTS.add(host)
 
-# %% ../book/07_recovery.ipynb #015773f7
+# %% ../book/07_recovery.ipynb #532fa8e4
 from dataclasses import fields as _fields
 
 _POSITIVE = {"commit_log_file_size", "consume_queue_units", "index_slots", "index_entries",
@@ -541,7 +541,7 @@ def check_config(cfg) -> None:
         raise ConfigError(f"index files of {cfg.index_file_size} bytes are over 2 GiB")
     cfg.__post_init__()                      # the checks of StoreConfig itself, on the current values
 
-# %% ../book/07_recovery.ipynb #bae9a5c6
+# %% ../book/07_recovery.ipynb #7d9d3193
 def check_open_arguments(root, config, clock, observer, read_only, plugins) -> None:
     if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes) or "\x00" in str(root):
         raise InvalidArgumentError(f"root must be a path (str or os.PathLike), not {root!r:.60}")
@@ -562,7 +562,7 @@ def check_query_arguments(topic, key, begin, end, max_num) -> None:
     for name, v in (("begin", begin), ("end", end), ("max_num", max_num)):
         check_int(name, v)
 
-# %% ../book/07_recovery.ipynb #31b51c33
+# %% ../book/07_recovery.ipynb #15b83705
 from .commit_log import FlushService
 from .errors import DispatchWarning
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['recovery_frames', 'draw_recovery_state', 'animate_recovery', 'store_snapshot', 'draw_snapshot']
 
-# %% ../../book/07_recovery.ipynb #5f1daff9
+# %% ../../book/07_recovery.ipynb #0b9260c4
 import matplotlib.pyplot as plt
 from matplotlib.animation import FuncAnimation
 from matplotlib.patches import Rectangle
@@ -79,7 +79,7 @@ def animate_recovery(events, max_frames: int = 24, figsize=(8, 2.6)):
     plt.close(fig)
     return anim
 
-# %% ../../book/07_recovery.ipynb #aacc6f37
+# %% ../../book/07_recovery.ipynb #4ce361a1
 import numpy as np
 from pathlib import Path
 
