@@ -7,7 +7,7 @@ __all__ = ['RecoveryStarted', 'RecordChecked', 'WalkStopped', 'walk_segments', '
            'clip_queue', 'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole',
            'seal_holes']
 
-# %% ../book/07_recovery.ipynb #6248932d
+# %% ../book/07_recovery.ipynb #84429ea9
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class WalkStopped:
     status: str
     reason: str
 
-# %% ../book/07_recovery.ipynb #202a7e08
+# %% ../book/07_recovery.ipynb #a5818bf2
 from .message import check_record, RecordStatus
 
 def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None):
@@ -65,7 +65,7 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
             observer(WalkStopped(base + pos, status.name, reason))
         return base + pos, status, reason
 
-# %% ../book/07_recovery.ipynb #a760de91
+# %% ../book/07_recovery.ipynb #407744b3
 @dataclass(frozen=True)
 class Truncated:
     what: str                  # "commitlog" or "consumequeue"
@@ -79,14 +79,14 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     if observer is not None:
         observer(Truncated("commitlog", process_offset))
 
-# %% ../book/07_recovery.ipynb #71b3fbe3
+# %% ../book/07_recovery.ipynb #767165a1
 @dataclass(frozen=True)
 class SegmentChosen:
     name: str
     index: int
     reason: str
 
-# %% ../book/07_recovery.ipynb #9d24a7ee
+# %% ../book/07_recovery.ipynb #ab57dc84
 def walk_last_segments(commit_log, mode: str, check_crc: bool = True, observer=None) -> int | None:
     "Walk from the third-last segment (RocketMQ's normal start); the process offset, or None with no files."
     files = commit_log.mfq.files
@@ -108,7 +108,7 @@ def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #99c6d0d5
+# %% ../book/07_recovery.ipynb #68cf968b
 @dataclass(frozen=True)
 class SegmentChecked:
     "Abnormal recovery looked at a segment's first record to decide where to start."
@@ -131,7 +131,7 @@ def segment_matches(mf, min_timestamp: int, check_crc: bool = True):
         return False, ts, f"first message stored at {ts}, after the checkpoint's {min_timestamp}"
     return True, ts, f"first message stored at {ts} <= checkpoint's {min_timestamp}"
 
-# %% ../book/07_recovery.ipynb #7c65a074
+# %% ../book/07_recovery.ipynb #6c6d95c1
 def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True, observer=None) -> int:
     "Index of the newest segment the checkpoint vouches for (0 when none does)."
     files = commit_log.mfq.files
@@ -147,7 +147,7 @@ def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True
         observer(SegmentChosen(files[0].name, 0, "no segment is older than the checkpoint: replay all"))
     return 0
 
-# %% ../book/07_recovery.ipynb #6b564359
+# %% ../book/07_recovery.ipynb #59b4d9e8
 @dataclass(frozen=True)
 class Redispatched:
     count: int
@@ -159,7 +159,7 @@ class IndexFilesDropped:
     names: tuple
     replay_from: int           # where the replay must start to rebuild them
 
-# %% ../book/07_recovery.ipynb #fed80372
+# %% ../book/07_recovery.ipynb #a650d05b
 def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bool = True,
                        observer=None, not_after: int | None = None) -> int:
     "RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate."
@@ -188,7 +188,7 @@ def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bo
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #5bf6e19f
+# %% ../book/07_recovery.ipynb #501292f6
 import numpy as np
 from .consume_queue import CQ_UNIT_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
 
@@ -219,7 +219,7 @@ def clip_queue(q, phy_end: int) -> int:
     q.max_physic_offset = q._last_real_end()
     return end
 
-# %% ../book/07_recovery.ipynb #c8a81f0f
+# %% ../book/07_recovery.ipynb #a8615c43
 def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=None) -> int:
     "Normal recovery's walk, with the commit log and queues clipped in memory instead of truncated."
     process = walk_last_segments(commit_log, "read-only", check_crc, observer)
@@ -230,7 +230,7 @@ def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=Non
         clip_queue(q, process)
     return process
 
-# %% ../book/07_recovery.ipynb #35424c12
+# %% ../book/07_recovery.ipynb #d7c80120
 from dataclasses import dataclass
 from .message import encode_blank, END_FILE_MIN_BLANK_LENGTH
 
@@ -254,7 +254,7 @@ def segment_valid_end(mf, check_crc: bool = True):
 
 
 
-# %% ../book/07_recovery.ipynb #f404ccd9
+# %% ../book/07_recovery.ipynb #ee7c3ae1
 def find_holes(mfq, check_crc: bool = True) -> list:
     "[(segment index, position, status)] of every segment (not the last) whose records stop at a hole."
     holes = []

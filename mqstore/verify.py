@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['CrashReport', 'check_store']
 
-# %% ../book/07_recovery.ipynb #e7dc938c
+# %% ../book/07_recovery.ipynb #66f9250e
 import time
 from dataclasses import dataclass, field
 from .config import StoreConfig
@@ -13,7 +13,7 @@ from .index import index_key_hash, index_keys_of
 from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE
 from .recovery import RecoveryStarted, Redispatched
 
-# %% ../book/07_recovery.ipynb #032d6458
+# %% ../book/07_recovery.ipynb #350dbd5c
 @dataclass
 class CrashReport:
     "What `check_store` found after recovering a store."
@@ -43,11 +43,7 @@ class CrashReport:
                 f"entries; acked {self.acked}, lost {len(self.lost)}, torn {len(self.torn)}, "
                 f"problems {len(self.problems)}")
 
-# %% ../book/07_recovery.ipynb #59796554
-
-print(CrashReport(mode="normal", records=3).summary(), CrashReport().ok)
-
-# %% ../book/07_recovery.ipynb #c3758433
+# %% ../book/07_recovery.ipynb #e53209c8
 def _log_records(store, report, progress=None):
     "offset -> StoredMessage of every record, CRC checked; a bad record below the end is a problem."
     cl = store.commit_log
@@ -66,7 +62,7 @@ def _log_records(store, report, progress=None):
     report.records, report.log_end, report.offsets = len(records), cl.max_offset, sorted(records)
     return records
 
-# %% ../book/07_recovery.ipynb #2fd69c4e
+# %% ../book/07_recovery.ipynb #11ed4ee6
 def _expected_units(records, report) -> dict:
     "(topic, queue id) -> {queue offset: record offset} the records claim; a double claim is a problem."
     expected = {}
@@ -79,7 +75,7 @@ def _expected_units(records, report) -> dict:
             q[m.queue_offset] = off
     return expected
 
-# %% ../book/07_recovery.ipynb #c4995802
+# %% ../book/07_recovery.ipynb #d2869d2f
 def _check_queue(store, topic, qid, q, records, want, report):
     name, lo, hi = f"{topic}-{qid}", q.min_offset_in_queue, q.max_offset_in_queue
     cur, seen_real = lo, False
@@ -111,7 +107,7 @@ def _check_queue(store, topic, qid, q, records, want, report):
             below = "" if qoff >= lo else f", below the queue's first offset {lo}"
             report.problems.append(f"{name}: the record at {off} (queue offset {qoff}) has no unit{below}")
 
-# %% ../book/07_recovery.ipynb #8a88648b
+# %% ../book/07_recovery.ipynb #12032aba
 def _check_queues(store, records, report):
     expected = _expected_units(records, report)     # (topic, queue id) -> {queue offset: record offset}
     for (topic, qid), q in store.cq_store:
@@ -120,7 +116,7 @@ def _check_queues(store, records, report):
         for qoff, off in sorted(want.items())[:3]:
             report.problems.append(f"{topic}-{qid}: no consume queue for the record at {off}")
 
-# %% ../book/07_recovery.ipynb #1d9c6035
+# %% ../book/07_recovery.ipynb #3a8cc907
 def _check_index(store, records, report):
     if not store.config.message_index_enable:
         return
@@ -141,7 +137,7 @@ def _check_index(store, records, report):
             if (index_key_hash(k), off) not in entries:
                 report.problems.append(f"index: key {k!r} of the record at {off} is not indexed")
 
-# %% ../book/07_recovery.ipynb #ed142ee7
+# %% ../book/07_recovery.ipynb #6e633428
 def _check_acks(store, acked, report):
     for a in acked:
         report.acked += 1
@@ -166,7 +162,7 @@ def _check_acks(store, acked, report):
         elif any(h.commit_log_offset == a.offset and h.body != a.body for h in hits):
             report.torn.append((a, "query served other bytes"))
 
-# %% ../book/07_recovery.ipynb #6b67c840
+# %% ../book/07_recovery.ipynb #f95f0abe
 def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None,
                 read_only: bool = False, progress=None) -> CrashReport:
     """Recover the store at `root` (open it), check every invariant, close it cleanly.
