@@ -112,7 +112,7 @@ class QueueFolderWarning(UserWarning):
 class IndexFileFullError(CapacityError):
     "An index file has no free entry left."
 
-# %% ../book/07_recovery.ipynb #5cc8f90a
+# %% ../book/07_recovery.ipynb #6335924e
 class InvalidMessageError(MessageError, TypeError):
     "A message whose fields have the wrong types or ranges (a body that is not bytes, a queue id of -1)."
 
@@ -122,7 +122,7 @@ class StoreServiceError(StoreStateError):
         super().__init__(message)
         self.service, self.cause = service, cause
 
-# %% ../book/07_recovery.ipynb #f97ed8b1
+# %% ../book/07_recovery.ipynb #58fe0c43
 class NotAStoreError(StoreFileError):
     "A folder is not an mqstore / RocketMQ store root."
 

@@ -7,7 +7,7 @@ __all__ = ['RecordChecked', 'WalkStopped', 'walk_segments', 'Truncated', 'trunca
            'clip_queue', 'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole',
            'seal_holes']
 
-# %% ../book/07_recovery.ipynb #0772398c
+# %% ../book/07_recovery.ipynb #0b36754d
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class WalkStopped:
     status: str
     reason: str
 
-# %% ../book/07_recovery.ipynb #b578da80
+# %% ../book/07_recovery.ipynb #1af5ae90
 from .message import check_record, RecordStatus
 
 def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None):
@@ -57,7 +57,7 @@ def walk_segments(mfq, start_index: int, check_crc: bool = True, observer=None, 
             observer(WalkStopped(base + pos, status.name, reason))
         return base + pos, status, reason
 
-# %% ../book/07_recovery.ipynb #cd9b5cb3
+# %% ../book/07_recovery.ipynb #9e0cb4b8
 @dataclass(frozen=True)
 class Truncated:
     what: str                  # "commitlog" or "consumequeue"
@@ -71,7 +71,7 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
     if observer is not None:
         observer(Truncated("commitlog", process_offset))
 
-# %% ../book/07_recovery.ipynb #9416d6b4
+# %% ../book/07_recovery.ipynb #dc6f48a1
 @dataclass(frozen=True)
 class RecoveryStarted:
     mode: str                  # "normal" or "abnormal"
@@ -86,7 +86,7 @@ class SegmentChosen:
     index: int
     reason: str
 
-# %% ../book/07_recovery.ipynb #7bc22986
+# %% ../book/07_recovery.ipynb #7fb9ffbf
 def walk_last_segments(commit_log, mode: str, check_crc: bool = True, observer=None) -> int | None:
     "Walk from the third-last segment (RocketMQ's normal start); the process offset, or None with no files."
     files = commit_log.mfq.files
@@ -108,7 +108,7 @@ def recover_normally(commit_log, check_crc: bool = True, observer=None) -> int:
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #6948ec52
+# %% ../book/07_recovery.ipynb #cc5848a4
 @dataclass(frozen=True)
 class SegmentChecked:
     "Abnormal recovery looked at a segment's first record to decide where to start."
@@ -131,7 +131,7 @@ def segment_matches(mf, min_timestamp: int, check_crc: bool = True):
         return False, ts, f"first message stored at {ts}, after the checkpoint's {min_timestamp}"
     return True, ts, f"first message stored at {ts} <= checkpoint's {min_timestamp}"
 
-# %% ../book/07_recovery.ipynb #b7431027
+# %% ../book/07_recovery.ipynb #36b43d52
 def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True, observer=None) -> int:
     "Index of the newest segment the checkpoint vouches for (0 when none does)."
     files = commit_log.mfq.files
@@ -147,7 +147,7 @@ def choose_abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True
         observer(SegmentChosen(files[0].name, 0, "no segment is older than the checkpoint: replay all"))
     return 0
 
-# %% ../book/07_recovery.ipynb #23ad68b5
+# %% ../book/07_recovery.ipynb #8237fa62
 @dataclass(frozen=True)
 class Redispatched:
     count: int
@@ -159,7 +159,7 @@ class IndexFilesDropped:
     names: tuple
     replay_from: int           # where the replay must start to rebuild them
 
-# %% ../book/07_recovery.ipynb #74a89fd1
+# %% ../book/07_recovery.ipynb #58fa7f5b
 def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bool = True,
                        observer=None, not_after: int | None = None) -> int:
     "RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate."
@@ -188,7 +188,7 @@ def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bo
     truncate_commit_log(commit_log, process, observer)
     return process
 
-# %% ../book/07_recovery.ipynb #67d929ef
+# %% ../book/07_recovery.ipynb #80447f2d
 import numpy as np
 from .consume_queue import CQ_UNIT_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
 
@@ -219,7 +219,7 @@ def clip_queue(q, phy_end: int) -> int:
     q.max_physic_offset = q._last_real_end()
     return end
 
-# %% ../book/07_recovery.ipynb #dc470269
+# %% ../book/07_recovery.ipynb #0c1d69f8
 def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=None) -> int:
     "Normal recovery's walk, with the commit log and queues clipped in memory instead of truncated."
     process = walk_last_segments(commit_log, "read-only", check_crc, observer)
@@ -230,7 +230,7 @@ def recover_read_only(commit_log, cq_store, check_crc: bool = True, observer=Non
         clip_queue(q, process)
     return process
 
-# %% ../book/07_recovery.ipynb #64d44ff0
+# %% ../book/07_recovery.ipynb #2da9a579
 from dataclasses import dataclass
 from .message import encode_blank, END_FILE_MIN_BLANK_LENGTH
 
@@ -254,7 +254,7 @@ def segment_valid_end(mf, check_crc: bool = True):
 
 
 
-# %% ../book/07_recovery.ipynb #9e6a0986
+# %% ../book/07_recovery.ipynb #3c7650f4
 def find_holes(mfq, check_crc: bool = True) -> list:
     "[(segment index, position, status)] of every segment (not the last) whose records stop at a hole."
     holes = []

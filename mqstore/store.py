@@ -5,7 +5,7 @@ __all__ = ['TOPIC_MAX_LENGTH', 'STORE_ENTRIES', 'FlushConsumeQueueService', 'plu
            'guard_thread', 'check_topic', 'check_host', 'check_message', 'check_query_arguments',
            'check_config', 'check_open_arguments', 'check_store_root', 'last_store_timestamp', 'repair_store']
 
-# %% ../book/07_recovery.ipynb #b88d5e77
+# %% ../book/07_recovery.ipynb #1f709d3b
 import os, threading, time, warnings
 from pathlib import Path
 from .checkpoint import (StoreCheckpoint, StoreLock, create_abort_file, remove_abort_file,
@@ -20,7 +20,7 @@ from .index import IndexService
 from .recovery import (recover_normally, recover_abnormally, recover_read_only, Truncated,
                                IndexFilesDropped)
 
-# %% ../book/07_recovery.ipynb #8f9985a0
+# %% ../book/07_recovery.ipynb #3eb10af1
 class FlushConsumeQueueService(threading.Thread):
     "Flush consume queues periodically; on thorough rounds publish logicsMsgTimestamp and flush the checkpoint."
 
@@ -50,12 +50,12 @@ class FlushConsumeQueueService(threading.Thread):
         if self.ident is not None:          # started (a failed open may stop it before)
             self.join()
 
-# %% ../book/07_recovery.ipynb #2d198f61
+# %% ../book/07_recovery.ipynb #ec81d598
 def plugin_calls(plugins, method: str):
     "The bound `method` of every plugin that has it, in order."
     return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
 
-# %% ../book/07_recovery.ipynb #b824c9cc
+# %% ../book/07_recovery.ipynb #a4d6b30d
 class MessageStore:
     "A RocketMQ store: commit log, consume queues, index, checkpoint; start-up, recovery, shutdown."
 
@@ -406,13 +406,13 @@ class MessageStore:
             shutil.rmtree(self.root / derived, ignore_errors=True)
         (self.root / "checkpoint").unlink(missing_ok=True)
 
-# %% ../book/07_recovery.ipynb #7328af4f
+# %% ../book/07_recovery.ipynb #f674aab5
 from .errors import MQStoreError
 
-# %% ../book/07_recovery.ipynb #e90bc2d1
+# %% ../book/07_recovery.ipynb #9d415160
 from .errors import DispatchWarning
 
-# %% ../book/07_recovery.ipynb #68d02435
+# %% ../book/07_recovery.ipynb #46bdc794
 from .commit_log import FlushService
 
 def guard_thread(thread: threading.Thread) -> threading.Thread:
@@ -426,7 +426,7 @@ def guard_thread(thread: threading.Thread) -> threading.Thread:
     thread.run = guarded
     return thread
 
-# %% ../book/07_recovery.ipynb #9d96de1a
+# %% ../book/07_recovery.ipynb #acaa2346
 import ipaddress, re
 from .message import Message
 from .errors import InvalidMessageError, InvalidTopicError, InvalidPropertyError
@@ -456,7 +456,7 @@ def check_host(host, what: str) -> None:
     if not ok or not isinstance(host, (tuple, list)):
         raise InvalidMessageError(f"{what} must be an (ip, port) pair, not {host!r:.60}")
 
-# %% ../book/07_recovery.ipynb #71ccacc2
+# %% ../book/07_recovery.ipynb #f3d504d8
 def check_message(msg) -> None:
     "Raise a named MessageError for anything in `msg` the record cannot hold as given."
     if not isinstance(msg, Message):
@@ -486,7 +486,7 @@ def check_message(msg) -> None:
         if isinstance(host, tuple) and len(_GOOD_HOSTS) < 4096 and type(host[1]) is int:
             _GOOD_HOSTS.add(host)
 
-# %% ../book/07_recovery.ipynb #e3f18435
+# %% ../book/07_recovery.ipynb #3bac41fd
 def check_query_arguments(topic, key, begin, end, max_num) -> None:
     for name, v in (("topic", topic), ("key", key)):
         if not isinstance(v, str):
@@ -494,7 +494,7 @@ def check_query_arguments(topic, key, begin, end, max_num) -> None:
     for name, v in (("begin", begin), ("end", end), ("max_num", max_num)):
         check_int(name, v)
 
-# %% ../book/07_recovery.ipynb #3f25c367
+# %% ../book/07_recovery.ipynb #baa008e0
 from dataclasses import fields as _fields
 
 _POSITIVE = {"commit_log_file_size", "consume_queue_units", "index_slots", "index_entries",
@@ -518,7 +518,7 @@ def check_config(cfg) -> None:
         raise ConfigError(f"index files of {cfg.index_file_size} bytes are over 2 GiB")
     cfg.__post_init__()                      # the checks of StoreConfig itself, on the current values
 
-# %% ../book/07_recovery.ipynb #00beb563
+# %% ../book/07_recovery.ipynb #ff24cb23
 def check_open_arguments(root, config, clock, observer, read_only, plugins) -> None:
     if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes) or "\x00" in str(root):
         raise InvalidArgumentError(f"root must be a path (str or os.PathLike), not {root!r:.60}")
@@ -532,7 +532,7 @@ def check_open_arguments(root, config, clock, observer, read_only, plugins) -> N
     if not isinstance(plugins, (list, tuple)):
         raise InvalidArgumentError(f"plugins must be a list or tuple, not {type(plugins).__name__}")
 
-# %% ../book/07_recovery.ipynb #6d89fe6b
+# %% ../book/07_recovery.ipynb #63188454
 STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "abort", "abort.bak", "lock",
                  "config", "transaction", "consumequeue_ext", "batchconsumequeue", "timerwheel",
                  "timerlog", "timermetrics", "compaction", "rocksdbstore"}
@@ -553,7 +553,7 @@ def check_store_root(root: Path, create: bool) -> None:
     if not names and not create:
         raise NotAStoreError(f"{root} is empty: there is no store to open read-only", root)
 
-# %% ../book/07_recovery.ipynb #9544cd25
+# %% ../book/07_recovery.ipynb #8ad94d52
 import shutil
 from .mapped_file_queue import MappedFileQueue
 from .recovery import seal_holes

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['CrashReport', 'check_store']
 
-# %% ../book/07_recovery.ipynb #202f2d42
+# %% ../book/07_recovery.ipynb #9abc79b1
 import time
 from dataclasses import dataclass, field
 from .config import StoreConfig
@@ -13,7 +13,7 @@ from .index import index_key_hash, index_keys_of
 from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE
 from .recovery import RecoveryStarted, Redispatched
 
-# %% ../book/07_recovery.ipynb #46a6f086
+# %% ../book/07_recovery.ipynb #c1413e10
 @dataclass
 class CrashReport:
     "What `check_store` found after recovering a store."
@@ -43,7 +43,7 @@ class CrashReport:
                 f"entries; acked {self.acked}, lost {len(self.lost)}, torn {len(self.torn)}, "
                 f"problems {len(self.problems)}")
 
-# %% ../book/07_recovery.ipynb #14b1b18a
+# %% ../book/07_recovery.ipynb #911475ac
 def _log_records(store, report, progress=None):
     "offset -> StoredMessage of every record, CRC checked; a bad record below the end is a problem."
     cl = store.commit_log
@@ -62,7 +62,7 @@ def _log_records(store, report, progress=None):
     report.records, report.log_end, report.offsets = len(records), cl.max_offset, sorted(records)
     return records
 
-# %% ../book/07_recovery.ipynb #837e118b
+# %% ../book/07_recovery.ipynb #85e44a1d
 def _expected_units(records, report) -> dict:
     "(topic, queue id) -> {queue offset: record offset} the records claim; a double claim is a problem."
     expected = {}
@@ -75,7 +75,7 @@ def _expected_units(records, report) -> dict:
             q[m.queue_offset] = off
     return expected
 
-# %% ../book/07_recovery.ipynb #8fb6ffe4
+# %% ../book/07_recovery.ipynb #b7df7c1a
 def _check_queue(store, topic, qid, q, records, want, report):
     name, lo, hi = f"{topic}-{qid}", q.min_offset_in_queue, q.max_offset_in_queue
     cur, seen_real = lo, False
@@ -107,7 +107,7 @@ def _check_queue(store, topic, qid, q, records, want, report):
             below = "" if qoff >= lo else f", below the queue's first offset {lo}"
             report.problems.append(f"{name}: the record at {off} (queue offset {qoff}) has no unit{below}")
 
-# %% ../book/07_recovery.ipynb #3da3cdc5
+# %% ../book/07_recovery.ipynb #227df694
 def _check_queues(store, records, report):
     expected = _expected_units(records, report)     # (topic, queue id) -> {queue offset: record offset}
     for (topic, qid), q in store.cq_store:
@@ -116,7 +116,7 @@ def _check_queues(store, records, report):
         for qoff, off in sorted(want.items())[:3]:
             report.problems.append(f"{topic}-{qid}: no consume queue for the record at {off}")
 
-# %% ../book/07_recovery.ipynb #651ef003
+# %% ../book/07_recovery.ipynb #85a2105b
 def _check_index(store, records, report):
     if not store.config.message_index_enable:
         return
@@ -137,7 +137,7 @@ def _check_index(store, records, report):
             if (index_key_hash(k), off) not in entries:
                 report.problems.append(f"index: key {k!r} of the record at {off} is not indexed")
 
-# %% ../book/07_recovery.ipynb #a723353b
+# %% ../book/07_recovery.ipynb #fe45d753
 def _check_acks(store, acked, report):
     for a in acked:
         report.acked += 1
@@ -162,7 +162,7 @@ def _check_acks(store, acked, report):
         elif any(h.commit_log_offset == a.offset and h.body != a.body for h in hits):
             report.torn.append((a, "query served other bytes"))
 
-# %% ../book/07_recovery.ipynb #66947170
+# %% ../book/07_recovery.ipynb #987363d3
 def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None,
                 read_only: bool = False, progress=None) -> CrashReport:
     """Recover the store at `root` (open it), check every invariant, close it cleanly.

@@ -7,7 +7,7 @@ __all__ = ['WALKED', 'SKIPPED', 'BAD', 'REDISPATCHED', 'KEPT', 'CHOSEN', 'DROPPE
            'draw_filmstrip', 'keys_lost_by_rocketmq', 'apply_fault', 'run_scenario', 'explore_recovery',
            'recovery_explorer']
 
-# %% ../../book/07_recovery.ipynb #3fd996a5
+# %% ../../book/07_recovery.ipynb #216afe2f
 import matplotlib.pyplot as plt
 import numpy as np
 from dataclasses import dataclass, field
@@ -18,12 +18,12 @@ from matplotlib.patches import Patch, Rectangle
 from ..recovery import (RecoveryStarted, SegmentChecked, SegmentChosen, RecordChecked,
                               WalkStopped, Truncated, Redispatched, IndexFilesDropped)
 
-# %% ../../book/07_recovery.ipynb #a6bfc34f
+# %% ../../book/07_recovery.ipynb #3d186fe4
 def _units(folder: Path, dtype) -> np.ndarray:
     files = sorted(folder.iterdir()) if folder.is_dir() else []
     return np.concatenate([np.fromfile(f, dtype=dtype) for f in files]) if files else np.zeros(0, dtype)
 
-# %% ../../book/07_recovery.ipynb #8fe464a0
+# %% ../../book/07_recovery.ipynb #9764faa8
 def store_snapshot(root, config) -> dict:
     "Read a store's files directly: record spans, consume-queue units and index entry offsets."
     root = Path(root)
@@ -57,7 +57,7 @@ def store_snapshot(root, config) -> dict:
     return {"records": spans, "queues": queues,
             "index": np.concatenate(index) if index else np.zeros(0, np.int64)}
 
-# %% ../../book/07_recovery.ipynb #aefd1b5b
+# %% ../../book/07_recovery.ipynb #9a90a710
 def draw_snapshot(snap, ax, title, xmax=None, dropped_from=None):
     "Commit log on top, one row per queue, the index at the bottom; x = commit-log offset."
     rows = ["commit log"] + list(snap["queues"]) + ["index"]
@@ -87,7 +87,7 @@ def snapshot_legend():
             Line2D([], [], marker="|", color=DROPPED, ls="none", ms=9, mew=1.5, label="entry in a dropped index file"),
             Line2D([], [], color=BAD, ls="--", lw=0.8, label="end of the log")]
 
-# %% ../../book/07_recovery.ipynb #88a6ef52
+# %% ../../book/07_recovery.ipynb #69f714bf
 # Okabe-Ito colours, one meaning each
 WALKED, SKIPPED, BAD, REDISPATCHED, KEPT, CHOSEN, DROPPED = ("#56B4E9", "#999999", "#D55E00", "#E69F00",
                                                             "#000000", "#009E73", "#CC79A7")
@@ -102,7 +102,7 @@ class RecoveryScenario:
     sent: list = field(default_factory=list, repr=False)   # (topic, queue id, key, PutResult)
     found: dict = field(default_factory=dict)              # key -> served by query after recovery
 
-# %% ../../book/07_recovery.ipynb #64f2230c
+# %% ../../book/07_recovery.ipynb #783e7585
 def _state(sc, upto: int) -> dict:
     "What the first `upto` events of a scenario say, for drawing."
     st = dict(checked={}, chosen=None, walked=[], bad=[], cut=None, cq_cut=None, dropped=None,
@@ -129,7 +129,7 @@ def _state(sc, upto: int) -> dict:
             st["title"] = f"truncated the {e.what} at {e.offset:,}"
     return st
 
-# %% ../../book/07_recovery.ipynb #49ee3a0f
+# %% ../../book/07_recovery.ipynb #88caff9c
 def _draw_segments(ax, sc, st, y, start):
     size, base, n = start.file_size, start.first_offset, start.segments
     row = lambda off: y[f"segment {min(n - 1, (off - base) // size)}"]
@@ -154,7 +154,7 @@ def _draw_segments(ax, sc, st, y, start):
         ax.add_patch(Rectangle((st["cut"], row(min(st["cut"], end - 1)) - 0.35), end - st["cut"], 0.7,
                                fill=False, hatch="xx", ec="#444444", lw=0))
 
-# %% ../../book/07_recovery.ipynb #e480bdb4
+# %% ../../book/07_recovery.ipynb #fc1e60af
 def _draw_units(ax, row, old, new, reached, gone_from=None):
     old, new = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
     gone = np.zeros(len(old), bool) if gone_from is None else old >= gone_from
@@ -173,7 +173,7 @@ def recovery_legend():
             mark("|", KEPT, "unit / entry on disk", mew=1.2), mark("|", DROPPED, "dropped or cut", mew=1.2),
             mark("+", REDISPATCHED, "re-dispatched", mew=2)]
 
-# %% ../../book/07_recovery.ipynb #db2baaa8
+# %% ../../book/07_recovery.ipynb #e12f15ec
 def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = True):
     "Draw what recovery did in the first `upto` events of a scenario: segments, consume queues, index."
     start = next(e for e in sc.events if isinstance(e, RecoveryStarted))
@@ -201,7 +201,7 @@ def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = Tru
         ax.legend(handles=recovery_legend(), fontsize=8, ncol=3, loc="upper left", bbox_to_anchor=(1.01, 1),
                   frameon=False)
 
-# %% ../../book/07_recovery.ipynb #c8868b73
+# %% ../../book/07_recovery.ipynb #b5426929
 def recovery_frames(events, max_frames: int = 24):
     "Frame ends (numbers of events drawn): 0 first, every non-record event, record runs chunked."
     records = sum(isinstance(e, RecordChecked) for e in events)
@@ -218,7 +218,7 @@ def recovery_frames(events, max_frames: int = 24):
         frames.append(len(events))
     return frames
 
-# %% ../../book/07_recovery.ipynb #c247d4cc
+# %% ../../book/07_recovery.ipynb #7284e94b
 def animate_scenario(sc, max_frames: int = 24, figsize=(9, 3.6), dpi: int = 60):
     "A FuncAnimation of a scenario's recovery (use `.to_jshtml()` in a notebook)."
     frames = recovery_frames(sc.events, max_frames)
@@ -236,7 +236,7 @@ def draw_recovery_state(ax, events, upto: int):
     "Draw what recovery knew after the first `upto` events (segment rows only)."
     draw_recovery_step(ax, RecoveryScenario("recovery", list(events)), upto, legend=False)
 
-# %% ../../book/07_recovery.ipynb #a056f4d1
+# %% ../../book/07_recovery.ipynb #8ec680fb
 def filmstrip_steps(events) -> list:
     "Six telling steps: before, after the checks, after the start is chosen, mid-walk, walk stopped, end."
     kinds = lambda t: [i + 1 for i, e in enumerate(events) if isinstance(e, t)]
@@ -255,7 +255,7 @@ def draw_filmstrip(sc, figsize=(9, 9.5)):
     fig.tight_layout(rect=(0, 0.09, 1, 1))
     return fig
 
-# %% ../../book/07_recovery.ipynb #4eccf75a
+# %% ../../book/07_recovery.ipynb #73e02a17
 FAULTS = ("crash", "torn", "stale_checkpoint", "dropped_index")
 
 def keys_lost_by_rocketmq(events, sent) -> list:
@@ -275,7 +275,7 @@ def _fill(store, sent, n, tag, counter, via_log=False):
         m = Message(topic, f"{tag}-{i};".encode() * (8 + k % 7), queue_id=qid, properties={"KEYS": f"{tag}-{i}"})
         sent.append((topic, qid, f"{tag}-{i}", store.commit_log.put(m) if via_log else store.put(m)))
 
-# %% ../../book/07_recovery.ipynb #293676b9
+# %% ../../book/07_recovery.ipynb #9747c6ca
 def apply_fault(root, config, fault: str, sent, torn_byte=None, index_file: int = 1) -> None:
     "Damage the files of a crashed store: tear the last record, zero the checkpoint or delete an index file."
     if fault == "torn":
@@ -295,7 +295,7 @@ def apply_fault(root, config, fault: str, sent, torn_byte=None, index_file: int 
     elif fault != "crash":
         raise ValueError(f"fault must be one of {FAULTS}, not {fault!r}")
 
-# %% ../../book/07_recovery.ipynb #c312830b
+# %% ../../book/07_recovery.ipynb #b11599b0
 import itertools, shutil, tempfile
 from ..config import StoreConfig
 from ..message import Message
@@ -332,7 +332,7 @@ def run_scenario(fault: str = "crash", before_crash: int = 60, crash_at: int = 2
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-# %% ../../book/07_recovery.ipynb #e57f8d76
+# %% ../../book/07_recovery.ipynb #ebb975d2
 import functools
 
 @functools.lru_cache(maxsize=8)
@@ -348,7 +348,7 @@ def explore_recovery(fault: str = "crash", step=None, ax=None, **params) -> Reco
     draw_recovery_step(ax, sc, len(sc.events) if step is None else min(step, len(sc.events)))
     return sc
 
-# %% ../../book/07_recovery.ipynb #95e0fa96
+# %% ../../book/07_recovery.ipynb #c4a1d1cc
 def recovery_explorer(**params):
     "An ipywidgets explorer: pick a fault, slide through the steps of its recovery."
     import ipywidgets as widgets
