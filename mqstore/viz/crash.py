@@ -4,30 +4,39 @@
 __all__ = ['CACHE_COLOR', 'DISK_COLOR', 'PHASE_COLORS', 'MODE_COLORS', 'MODE_MARKERS', 'RECOVERY_COLORS', 'plot_extents',
            'plot_acknowledged', 'plot_kill_points', 'plot_recovery_cost', 'plot_trials']
 
-# %% ../../book/08_crash_lab.ipynb #2c5f85bf
+# %% ../../book/08_crash_lab.ipynb #942c1cb2
 import numpy as np
 import matplotlib.pyplot as plt
 
 CACHE_COLOR, DISK_COLOR = "#56B4E9", "#0072B2"
 
+def _short(name: str) -> str:
+    "consumequeue/Audit/0/00000000000000000000 -> consumequeue/Audit/0/0"
+    head, _, last = name.rpartition("/")
+    return f"{head}/{int(last)}" if len(last) == 20 and last.isdigit() else name
+
 def plot_extents(extents, ax=None, title="what a power cut leaves"):
-    "Per file: where its written bytes end in the page cache and on disk (`written_extents`)."
+    "Per file: where its written bytes end in the page cache and on disk (`written_extents`), log scale."
     if ax is None:
-        ax = plt.subplots(figsize=(9, 0.3 * len(extents) + 1.2))[1]
+        ax = plt.subplots(figsize=(9, 0.28 * len(extents) + 1.3))[1]
     y = np.arange(len(extents))
-    cache = np.array([c for _, c, _ in extents]) / 1024
-    disk = np.array([d for _, _, d in extents]) / 1024
-    ax.barh(y + 0.2, cache, height=0.4, color=CACHE_COLOR, label="page cache (lost in a power cut)")
-    ax.barh(y - 0.2, disk, height=0.4, color=DISK_COLOR, label="disk (flushed: survives)")
-    ax.set_yticks(y, [name for name, _, _ in extents], fontsize=8)
+    cache = np.array([c for _, c, _ in extents], dtype=float)
+    disk = np.array([d for _, _, d in extents], dtype=float)
+    ax.barh(y - 0.2, cache, height=0.4, left=1, color=CACHE_COLOR, label="page cache (lost in a power cut)")
+    ax.barh(y + 0.2, disk, height=0.4, left=1, color=DISK_COLOR, label="disk (flushed: survives)")
+    ax.set_xscale("log")
+    ax.set_xlim(1, max(cache.max(), disk.max(), 10) * 3)
+    for i in np.flatnonzero(disk == 0):
+        ax.text(1.15, i + 0.2, "nothing on disk", fontsize=8, va="center", color="#000000")
+    ax.set_yticks(y, [_short(name) for name, _, _ in extents], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("written bytes end at (KiB)", fontsize=9)
+    ax.set_xlabel("written bytes end at (bytes, log scale)", fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center right")
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #fe78e04b
+# %% ../../book/08_crash_lab.ipynb #cc5de483
 PHASE_COLORS = {"starting": "#000000", "opening": "#E69F00", "writing": "#0072B2", "closed": "#009E73"}
 MODE_COLORS = {"kill": "#56B4E9", "power": "#E69F00"}
 MODE_MARKERS = {"kill": "o", "power": "s"}
@@ -53,7 +62,7 @@ def plot_acknowledged(trials, ax=None):
     ax.legend(fontsize=8, loc="upper left")
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #df5ed5d7
+# %% ../../book/08_crash_lab.ipynb #e412e816
 def plot_kill_points(trials, ax=None):
     "When each kill was sent (x) and which phase of the writer it hit (colour); y = trial."
     own = ax is None
@@ -73,7 +82,7 @@ def plot_kill_points(trials, ax=None):
         ax.legend(fontsize=8, loc="lower right")
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #4c739b26
+# %% ../../book/08_crash_lab.ipynb #0076ec1d
 def plot_recovery_cost(trials, ax=None, extra=()):
     "Recovery time against replay length; `extra` adds (label, replay bytes, seconds) points."
     ax = ax or plt.subplots(figsize=(8, 3.5))[1]
@@ -89,7 +98,7 @@ def plot_recovery_cost(trials, ax=None, extra=()):
     ax.legend(fontsize=8)
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #4a1d28f5
+# %% ../../book/08_crash_lab.ipynb #4ab65020
 def plot_trials(trials, extra=()):
     "The three trial pictures in one figure."
     fig = plt.figure(figsize=(9, 7))
