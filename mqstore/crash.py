@@ -17,7 +17,7 @@ __all__ = ['TOPICS', 'UNSYNCED', 'SCENARIO_CONFIG', 'SCENARIOS', 'FUZZ_CONFIG', 
            'damage_index_chain', 'damage_checkpoint', 'damage_folders', 'WrongMessage', 'check_reads',
            'store_case', 'open_case', 'api_cases', 'fuzz_batch', 'fuzz_counts', 'run_fuzz', 'fuzz_table']
 
-# %% ../book/08_crash_lab.ipynb #e7a8c708
+# %% ../book/08_crash_lab.ipynb #7bd28845
 import random
 from dataclasses import dataclass, field
 from .message import Message
@@ -31,7 +31,7 @@ def workload_message(seed: int, seq: int) -> Message:
                    properties={"KEYS": f"k{seed}-{seq}", "TAGS": f"{topic[:3]}{qid}",
                                "UNIQ_KEY": f"{seed:08X}{seq:016X}"})
 
-# %% ../book/08_crash_lab.ipynb #c02f6aee
+# %% ../book/08_crash_lab.ipynb #b6fd8476
 @dataclass(frozen=True)
 class Ack:
     "What a producer was told: its message is stored at `offset` (and, with sync flush, on disk)."
@@ -48,7 +48,7 @@ class Ack:
         return cls(message.topic, message.queue_id, message.keys[0] if message.keys else "",
                    result.commit_log_offset, result.size, result.queue_offset, bytes(message.body))
 
-# %% ../book/08_crash_lab.ipynb #7d01d67c
+# %% ../book/08_crash_lab.ipynb #3a82b03c
 import json, os, sys, time, traceback
 from dataclasses import asdict
 from .config import StoreConfig
@@ -64,7 +64,7 @@ def config_from_dict(d: dict) -> StoreConfig:
 def _say(fd: int, line: str) -> None:
     os.write(fd, (line + "\n").encode())
 
-# %% ../book/08_crash_lab.ipynb #21fe4cce
+# %% ../book/08_crash_lab.ipynb #706967dd
 def run_writer(spec: dict, out_fd: int) -> None:
     "The body of a writer process: open the store, put messages, report each ack *after* put returned."
     from mqstore.store import MessageStore
@@ -86,7 +86,7 @@ def run_writer(spec: dict, out_fd: int) -> None:
     store.close()
     _say(out_fd, "DONE")
 
-# %% ../book/08_crash_lab.ipynb #96650e43
+# %% ../book/08_crash_lab.ipynb #ccf47246
 def zygote_main() -> None:
     """A prepared process: imports mqstore once, then forks one writer per request (a JSON line on
     stdin). It reports `PID n` after each fork and `EXIT n status` once the writer is gone."""
@@ -111,7 +111,7 @@ def zygote_main() -> None:
         _, status = os.waitpid(pid, 0)
         _say(out, f"EXIT {pid} {status}")
 
-# %% ../book/08_crash_lab.ipynb #de545a94
+# %% ../book/08_crash_lab.ipynb #2f2fde81
 import selectors, signal, subprocess
 
 @dataclass
@@ -185,7 +185,7 @@ class Zygote:
                     pass
                 killed, sent_at = True, time.perf_counter() - t0
 
-# %% ../book/08_crash_lab.ipynb #9a49a848
+# %% ../book/08_crash_lab.ipynb #157f592f
 from .commit_log import walk_log, takes_queue_offset
 from .consume_queue import FILLER_SIZE, GetMessageStatus
 from .index import index_key_hash, index_keys_of
@@ -221,7 +221,7 @@ class CrashReport:
                 f"entries; acked {self.acked}, lost {len(self.lost)}, torn {len(self.torn)}, "
                 f"problems {len(self.problems)}")
 
-# %% ../book/08_crash_lab.ipynb #13e9053a
+# %% ../book/08_crash_lab.ipynb #44b10bdd
 def _log_records(store, report, progress=None):
     "offset -> StoredMessage of every record, CRC checked; a bad record below the end is a problem."
     cl = store.commit_log
@@ -240,7 +240,7 @@ def _log_records(store, report, progress=None):
     report.records, report.log_end, report.offsets = len(records), cl.max_offset, sorted(records)
     return records
 
-# %% ../book/08_crash_lab.ipynb #99c144a7
+# %% ../book/08_crash_lab.ipynb #66bbe5ad
 def _check_queues(store, records, report):
     expected = {}          # (topic, queue id) -> {queue offset: record offset}
     for off, m in records.items():
@@ -285,7 +285,7 @@ def _check_queues(store, records, report):
         for qoff, off in sorted(want.items())[:3]:
             report.problems.append(f"{topic}-{qid}: no consume queue for the record at {off}")
 
-# %% ../book/08_crash_lab.ipynb #2cbb71c2
+# %% ../book/08_crash_lab.ipynb #fc99fa57
 def _check_index(store, records, report):
     if not store.config.message_index_enable:
         return
@@ -306,7 +306,7 @@ def _check_index(store, records, report):
             if (index_key_hash(k), off) not in entries:
                 report.problems.append(f"index: key {k!r} of the record at {off} is not indexed")
 
-# %% ../book/08_crash_lab.ipynb #c6f4cad8
+# %% ../book/08_crash_lab.ipynb #aa1b17f6
 def _check_acks(store, acked, report):
     for a in acked:
         report.acked += 1
@@ -331,7 +331,7 @@ def _check_acks(store, acked, report):
         elif any(h.commit_log_offset == a.offset and h.body != a.body for h in hits):
             report.torn.append((a, "query served other bytes"))
 
-# %% ../book/08_crash_lab.ipynb #f27393db
+# %% ../book/08_crash_lab.ipynb #d81e1804
 def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None,
                 read_only: bool = False, progress=None) -> CrashReport:
     """Recover the store at `root` (open it), check every invariant, close it cleanly.
@@ -374,7 +374,7 @@ def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None
         store.close()
     return report
 
-# %% ../book/08_crash_lab.ipynb #3d7d80ff
+# %% ../book/08_crash_lab.ipynb #2dd11682
 import shutil, threading
 from pathlib import Path
 
@@ -396,7 +396,7 @@ def _tree(root: Path) -> dict:
             out[rel] = (st.st_size, st.st_ino)
     return out
 
-# %% ../book/08_crash_lab.ipynb #6487e6c0
+# %% ../book/08_crash_lab.ipynb #d4981350
 class ShadowDisk:
     """A flush listener that keeps `disk` holding what a disk would hold after a power cut.
 
@@ -449,7 +449,7 @@ class ShadowDisk:
             self.flushes += 1
             self.bytes += len(data)
 
-# %% ../book/08_crash_lab.ipynb #8fc15cfd
+# %% ../book/08_crash_lab.ipynb #c6f17733
 def prepare_disk(live, disk) -> Path:
     "Start a power-loss run: the disk holds exactly what the live store holds (after a reboot)."
     disk = Path(disk)
@@ -458,7 +458,7 @@ def prepare_disk(live, disk) -> Path:
     shutil.copytree(live, disk) if Path(live).exists() else disk.mkdir(parents=True)
     return disk
 
-# %% ../book/08_crash_lab.ipynb #0bf7f7f7
+# %% ../book/08_crash_lab.ipynb #32240a70
 def power_cut(live, disk) -> Path:
     """The power went out: the live files (the page cache) are gone, the disk is what is left.
     `abort` is created and deleted with fsync, so the disk has it exactly when the live store did."""
@@ -472,7 +472,7 @@ def power_cut(live, disk) -> Path:
     disk.rename(live)
     return live
 
-# %% ../book/08_crash_lab.ipynb #6ff6bab8
+# %% ../book/08_crash_lab.ipynb #859755f4
 class ManualClock:
     "A clock that moves only when told (`tick`), so that the scenarios print the same thing every time."
     def __init__(self, start: int = 1_700_000_000_000):
@@ -483,7 +483,7 @@ class ManualClock:
     def __call__(self) -> int:
         return self.now
 
-# %% ../book/08_crash_lab.ipynb #cdf63ce5
+# %% ../book/08_crash_lab.ipynb #62aff860
 def _nonzero_end(path: Path) -> int:
     return len(path.read_bytes().rstrip(b"\0")) if path.is_file() else 0
 
@@ -493,7 +493,7 @@ def written_extents(live, disk) -> list:
     rels = sorted(set(_tree(live)) | set(_tree(disk)))
     return [(str(rel), _nonzero_end(live / rel), _nonzero_end(disk / rel)) for rel in rels]
 
-# %% ../book/08_crash_lab.ipynb #c79858d4
+# %% ../book/08_crash_lab.ipynb #eb8b8d0e
 import struct
 from .message import check_record, RecordStatus
 
@@ -502,7 +502,7 @@ def segment_path(root, config, offset: int) -> Path:
     size = config.commit_log_file_size
     return Path(root) / "commitlog" / f"{offset - offset % size:020d}"
 
-# %% ../book/08_crash_lab.ipynb #dc47d1e4
+# %% ../book/08_crash_lab.ipynb #1f5e3b4a
 def scan_log(root, config):
     """Read the segment files directly (no recovery): ([(offset, size)] of every record that passes
     its CRC, from the first segment on, and the status of what stopped the scan)."""
@@ -521,7 +521,7 @@ def scan_log(root, config):
             return out, r.status.name
     return out, "END"
 
-# %% ../book/08_crash_lab.ipynb #ea3d162e
+# %% ../book/08_crash_lab.ipynb #e299cd3f
 from .config import FLUSH_SYNC
 
 @dataclass
@@ -550,7 +550,7 @@ class Trial:
     def ok(self) -> bool:
         return not (self.lost or self.torn or self.problems)
 
-# %% ../book/08_crash_lab.ipynb #e55c137a
+# %% ../book/08_crash_lab.ipynb #82a6a4cd
 class CrashLab:
     """Crash a store again and again: a writer process is forked, killed with SIGKILL at a random
     moment (for "power", only flushed bytes survive), and the crashed store is recovered and checked
@@ -645,7 +645,7 @@ class CrashLab:
     def run(self, n: int) -> list:
         return [self.trial() for _ in range(n)]
 
-# %% ../book/08_crash_lab.ipynb #a31049b4
+# %% ../book/08_crash_lab.ipynb #042bb8c6
 def summarize(trials) -> dict:
     "Totals over trials: trials, acknowledged, lost, torn, problems, not kept."
     last = {}
@@ -655,7 +655,7 @@ def summarize(trials) -> dict:
             "torn": sum(t.torn for t in trials), "problems": sum(t.problems for t in trials),
             "not_kept": sum(t.not_kept for t in trials)}
 
-# %% ../book/08_crash_lab.ipynb #5b3f6a53
+# %% ../book/08_crash_lab.ipynb #dedc4186
 def trial_table(trials) -> str:
     "One line per trial: mode, store, where the kill landed, acks, recovery, and the verdict."
     lines = [f"{'#':>3} {'mode':<6}{'store':>5} {'phase':<9}{'kill ms':>8}{'acked':>7}{'total':>7} "
@@ -666,7 +666,7 @@ def trial_table(trials) -> str:
                      f"{t.acked_now:>7}{t.acked:>7} {t.recovery:<9}{t.replayed:>9}{t.unacked_tail:>8}  {verdict}")
     return "\n".join(lines)
 
-# %% ../book/08_crash_lab.ipynb #0f7bbecb
+# %% ../book/08_crash_lab.ipynb #4dd78a76
 def last_record(root, config):
     "(offset, size) of the last valid record in the commit log's files."
     recs, _ = scan_log(root, config)
@@ -679,7 +679,7 @@ def tear_record(root, config, offset: int, size: int, keep: float = 0.5) -> None
         f.seek(offset % config.commit_log_file_size + cut)
         f.write(bytes(size - cut))
 
-# %% ../book/08_crash_lab.ipynb #37877b32
+# %% ../book/08_crash_lab.ipynb #6dc411cc
 def flip_bit(root, config, offset: int, bit: int = 0) -> None:
     "Flip one bit of the byte at commit-log `offset` (a bad sector, a cosmic ray)."
     with open(segment_path(root, config, offset), "r+b") as f:
@@ -688,7 +688,7 @@ def flip_bit(root, config, offset: int, bit: int = 0) -> None:
         f.seek(-1, 1)
         f.write(bytes([b ^ (1 << bit)]))
 
-# %% ../book/08_crash_lab.ipynb #08d441fb
+# %% ../book/08_crash_lab.ipynb #4516622f
 from .checkpoint import read_checkpoint_fields
 
 def zero_checkpoint(root, fields=("physic_msg_timestamp",)) -> dict:
@@ -702,7 +702,7 @@ def zero_checkpoint(root, fields=("physic_msg_timestamp",)) -> dict:
     path.write_bytes(bytes(data))
     return old
 
-# %% ../book/08_crash_lab.ipynb #d90e6e8c
+# %% ../book/08_crash_lab.ipynb #e723f2f8
 def zero_cq_tail(root, config, topic: str, queue_id: int, units: int) -> int:
     "Zero the last `units` written units of one consume queue (pages an OS crash never wrote); return how many."
     folder = Path(root) / "consumequeue" / topic / str(queue_id)
@@ -722,7 +722,7 @@ def zero_cq_tail(root, config, topic: str, queue_id: int, units: int) -> int:
             break
     return done
 
-# %% ../book/08_crash_lab.ipynb #cfb2458b
+# %% ../book/08_crash_lab.ipynb #1d5f0912
 def add_empty_cq_file(root, config, topic: str, queue_id: int) -> Path:
     "Add an all-zero next file to a consume queue (the empty last file of #9728)."
     folder = Path(root) / "consumequeue" / topic / str(queue_id)
@@ -733,7 +733,7 @@ def add_empty_cq_file(root, config, topic: str, queue_id: int) -> Path:
         f.truncate(size)
     return p
 
-# %% ../book/08_crash_lab.ipynb #9754d336
+# %% ../book/08_crash_lab.ipynb #373a25a6
 def leave_empty_file(folder, name: str) -> Path:
     "Create a zero-byte file, as a crash between creating a file and sizing it leaves (#6904)."
     p = Path(folder) / name
@@ -748,7 +748,7 @@ def leave_empty_segment(root, config) -> Path:
     nxt = int(segs[-1].name) + config.commit_log_file_size if segs else 0
     return leave_empty_file(folder, f"{nxt:020d}")
 
-# %% ../book/08_crash_lab.ipynb #c26b2d43
+# %% ../book/08_crash_lab.ipynb #b444879a
 import warnings
 
 SCENARIO_CONFIG = StoreConfig.small(commit_log_file_size=16 * 1024, flush_cq_thorough_interval_ms=600_000,
@@ -774,7 +774,7 @@ def crashed_store(root, config=SCENARIO_CONFIG, before: int = 120, after: int = 
     store.halt()
     return acks, clock
 
-# %% ../book/08_crash_lab.ipynb #f1ca831d
+# %% ../book/08_crash_lab.ipynb #3045adc4
 from .recovery import SegmentChosen, Truncated, IndexFilesDropped
 
 @dataclass
@@ -788,7 +788,7 @@ class ScenarioResult:
     report: CrashReport = field(repr=False, default=None)
     facts: dict = field(default_factory=dict)
 
-# %% ../book/08_crash_lab.ipynb #52fcbd88
+# %% ../book/08_crash_lab.ipynb #237c14c7
 def _check(root, acks, clock, config=SCENARIO_CONFIG):
     clock.tick(60_000)
     return check_store(root, config, acks, clock=clock)
@@ -796,7 +796,7 @@ def _check(root, acks, clock, config=SCENARIO_CONFIG):
 def _events(report, kind):
     return [e for e in report.events if isinstance(e, kind)]
 
-# %% ../book/08_crash_lab.ipynb #1d0fe389
+# %% ../book/08_crash_lab.ipynb #1f98fef8
 def scenario_torn_record(work) -> ScenarioResult:
     "#467: a crash in the middle of a record's copy leaves a torn record at the end of the log."
     root = Path(work) / "torn"
@@ -813,7 +813,7 @@ def scenario_torn_record(work) -> ScenarioResult:
                           f"check says {r.status.name}; log and queue cut before it; the other {len(acks) - 1} served",
                           ok, report, {"status": r.status.name, "size_field": r.size, "queue_cut": cut_queue})
 
-# %% ../book/08_crash_lab.ipynb #60c5ffea
+# %% ../book/08_crash_lab.ipynb #c4873f88
 def scenario_bit_flip(work, back: int = 20) -> ScenarioResult:
     "A flipped bit in a record's body, inside the range abnormal recovery re-reads."
     root = Path(work) / "flip"
@@ -828,7 +828,7 @@ def scenario_bit_flip(work, back: int = 20) -> ScenarioResult:
                           f"the same: never served corrupt, but the {back - 1} good records after it are cut too",
                           ok, report, {"cut": len(lost)})
 
-# %% ../book/08_crash_lab.ipynb #628e698b
+# %% ../book/08_crash_lab.ipynb #1dee4aca
 def scenario_stale_checkpoint(work) -> ScenarioResult:
     "#1153 / #1456: physicMsgTimestamp stays 0, so abnormal recovery replays the whole log."
     base, zero = Path(work) / "ckpt-kept", Path(work) / "ckpt-zero"
@@ -845,7 +845,7 @@ def scenario_stale_checkpoint(work) -> ScenarioResult:
                           ok, report, {"start": start.index, "replayed": report.replayed,
                                        "replayed_with_checkpoint": kept.replayed, "records": report.records})
 
-# %% ../book/08_crash_lab.ipynb #cc6ca2b0
+# %% ../book/08_crash_lab.ipynb #9de7868d
 def scenario_index_after_crash(work) -> ScenarioResult:
     "#8007: after a kill the current index file is deleted, and RocketMQ rebuilds only part of it."
     from mqstore.index import IndexFile
@@ -870,12 +870,12 @@ def scenario_index_after_crash(work) -> ScenarioResult:
                           ok, report, {"dropped": len(names), "would_lose": would_lose,
                                        "checkpoint_start": ckpt_start, "replay_from": dropped[0].replay_from if dropped else None})
 
-# %% ../book/08_crash_lab.ipynb #5da05418
+# %% ../book/08_crash_lab.ipynb #f1958b00
 def _busiest_queue(acks):
     from collections import Counter
     return Counter((a.topic, a.queue_id) for a in acks).most_common(1)[0][0]
 
-# %% ../book/08_crash_lab.ipynb #0a7b4285
+# %% ../book/08_crash_lab.ipynb #95eb40e6
 def scenario_empty_cq_file(work) -> ScenarioResult:
     "#9728: an all-zero last consume-queue file, and a commit log cut shorter than the queues."
     root = Path(work) / "emptycq"
@@ -890,7 +890,7 @@ def scenario_empty_cq_file(work) -> ScenarioResult:
                           "the empty file is trimmed, the queue cut and re-dispatched: starts and serves",
                           report.ok, report, {"queue": f"{topic}-{qid}"})
 
-# %% ../book/08_crash_lab.ipynb #5d47a4a1
+# %% ../book/08_crash_lab.ipynb #79a19b0c
 def scenario_zero_cq_tail(work, units: int = 5) -> ScenarioResult:
     "Queue pages an OS crash never wrote: the last units of a consume queue are zeros."
     root = Path(work) / "cqtail"
@@ -903,7 +903,7 @@ def scenario_zero_cq_tail(work, units: int = 5) -> ScenarioResult:
                           "rebuilt by the replay: the checkpoint never vouches for unflushed units",
                           report.ok and zeroed == units, report, {"zeroed": zeroed})
 
-# %% ../book/08_crash_lab.ipynb #3c0566c6
+# %% ../book/08_crash_lab.ipynb #7c8458d2
 def scenario_empty_segment(work) -> ScenarioResult:
     "#6904: a crash right after creating a segment leaves a zero-byte file."
     root = Path(work) / "emptyseg"
@@ -916,7 +916,7 @@ def scenario_empty_segment(work) -> ScenarioResult:
                           "the empty last segment is removed (with a warning): starts and serves",
                           report.ok and bool(said), report, {"warning": said[0] if said else ""})
 
-# %% ../book/08_crash_lab.ipynb #f0db55fb
+# %% ../book/08_crash_lab.ipynb #5ca40e35
 def scenario_empty_index_file(work) -> ScenarioResult:
     "Found by the crash trials: a kill between creating an index file and sizing it."
     from mqstore.index import index_file_name
@@ -929,7 +929,7 @@ def scenario_empty_index_file(work) -> ScenarioResult:
                           "the empty file is dropped and its range re-indexed",
                           report.ok and bool(_events(report, IndexFilesDropped)), report)
 
-# %% ../book/08_crash_lab.ipynb #5efe4a6d
+# %% ../book/08_crash_lab.ipynb #fefd20b8
 def scenario_unflushed_index(work) -> ScenarioResult:
     "Found by the power-loss trials: the current index file was never flushed, its header is zeros."
     root = Path(work) / "zeroidx"
@@ -942,7 +942,7 @@ def scenario_unflushed_index(work) -> ScenarioResult:
                           "a zero header counts as never flushed: dropped and rebuilt",
                           report.ok and bool(_events(report, IndexFilesDropped)), report)
 
-# %% ../book/08_crash_lab.ipynb #aa9a9964
+# %% ../book/08_crash_lab.ipynb #8424459b
 def scenario_crash_during_rebuild(work) -> ScenarioResult:
     "Found by the SIGKILL trials: a kill after recovery dropped the index files, before it rebuilt them."
     from mqstore.index import IndexFile
@@ -963,7 +963,7 @@ def scenario_crash_during_rebuild(work) -> ScenarioResult:
                           "every crash replays from where the kept index ends",
                           report.ok and gone > 0, report, {"deleted": gone})
 
-# %% ../book/08_crash_lab.ipynb #00374f62
+# %% ../book/08_crash_lab.ipynb #1f057a9f
 def scenario_key_collision(work) -> ScenarioResult:
     "#3613: 'Aa' and 'BB' have the same Java hashCode, and the index stores only hashes."
     from mqstore.store import MessageStore
@@ -982,7 +982,7 @@ def scenario_key_collision(work) -> ScenarioResult:
                           f"the index finds {len(raw.offsets)} candidates; the record check keeps {len(hits)}",
                           ok, None, {"candidates": len(raw.offsets), "served": len(hits)})
 
-# %% ../book/08_crash_lab.ipynb #ac947fb5
+# %% ../book/08_crash_lab.ipynb #3637cb58
 SCENARIOS = {"torn record": scenario_torn_record, "bit flip": scenario_bit_flip,
              "stale checkpoint": scenario_stale_checkpoint, "index after crash": scenario_index_after_crash,
              "empty queue file": scenario_empty_cq_file, "zeroed queue tail": scenario_zero_cq_tail,
@@ -994,7 +994,7 @@ def run_scenarios(work) -> dict:
     "Run every scenario in its own folder under `work`."
     return {name: fn(work) for name, fn in SCENARIOS.items()}
 
-# %% ../book/08_crash_lab.ipynb #4cddc5c7
+# %% ../book/08_crash_lab.ipynb #42a20b4b
 def scenario_table(results: dict) -> str:
     "The results as a text table."
     rows = [("scenario", "issue", "RocketMQ", "mqstore", "ok")]
@@ -1007,7 +1007,7 @@ def scenario_table(results: dict) -> str:
             out.append(f"{'':<32}mqstore:  {mq}")
     return "\n".join(out)
 
-# %% ../book/08_crash_lab.ipynb #b8feb7dc
+# %% ../book/08_crash_lab.ipynb #a3d1a7db
 import random, shutil, signal, traceback, warnings
 from collections import Counter
 from .config import FLUSH_ASYNC, FLUSH_SYNC
@@ -1039,7 +1039,7 @@ def fuzz_template(root, n: int = 60, config=FUZZ_CONFIG) -> dict:
         s.wait_dispatched()
     return sent
 
-# %% ../book/08_crash_lab.ipynb #61467e3b
+# %% ../book/08_crash_lab.ipynb #0b9ba5e0
 def _store_files(root, folder: str = "") -> list:
     p = Path(root) / folder
     return sorted(f for f in p.rglob("*") if f.is_file() and f.name != "lock") if p.is_dir() else []
@@ -1060,7 +1060,7 @@ def _written_end(path: Path, unit: int = 1) -> int:
     data = path.read_bytes().rstrip(b"\0")
     return -(-len(data) // unit) * unit
 
-# %% ../book/08_crash_lab.ipynb #d1d0186b
+# %% ../book/08_crash_lab.ipynb #24a33d3d
 def damage_truncate(root, rng, sent):
     f = rng.choice(_store_files(root))
     n = rng.randrange(f.stat().st_size + 1)
@@ -1091,7 +1091,7 @@ def damage_foreign_segment(root, rng, sent):
     shutil.copyfile(src, Path(root) / "commitlog" / f"{to:020d}")
     return f"segment {src.name} copied to {to:020d}"
 
-# %% ../book/08_crash_lab.ipynb #0f337a5d
+# %% ../book/08_crash_lab.ipynb #731abf83
 def damage_record(root, rng, sent):
     "Flip bytes inside one record (header fields no CRC covers, or the body)."
     off = rng.choice(sorted(sent))
@@ -1104,7 +1104,7 @@ def damage_record(root, rng, sent):
     return "record: " + _flip_bytes(path, rng, pos, pos + rec_len if rng.random() < 0.5 else pos + 60,
                                     rng.choice([1, 1, 2, 4]))
 
-# %% ../book/08_crash_lab.ipynb #93a21410
+# %% ../book/08_crash_lab.ipynb #5dfd73e3
 def damage_unit(root, rng, sent):
     files = _store_files(root, "consumequeue")
     if not files:
@@ -1135,7 +1135,7 @@ def damage_index_chain(root, rng, sent):
         f.write_bytes(bytes(data))
     return f"index chain: {value} at {where} of {f.name}"
 
-# %% ../book/08_crash_lab.ipynb #24ba9576
+# %% ../book/08_crash_lab.ipynb #b1b4e9f8
 def damage_checkpoint(root, rng, sent):
     cp = Path(root) / "checkpoint"
     if not cp.exists():
@@ -1149,7 +1149,7 @@ def damage_checkpoint(root, rng, sent):
     cp.write_bytes(bytes(data))
     return "stale checkpoint"
 
-# %% ../book/08_crash_lab.ipynb #4d8e9e82
+# %% ../book/08_crash_lab.ipynb #9985a092
 def damage_folders(root, rng, sent):
     "Delete or duplicate folders and files; leave strays where the store keeps its files."
     root = Path(root)
@@ -1181,7 +1181,7 @@ DAMAGES = [damage_truncate, damage_zero_length, damage_garbage_tail, damage_fore
            damage_record, damage_unit, damage_unit, damage_index, damage_index_chain, damage_checkpoint,
            damage_folders]
 
-# %% ../book/08_crash_lab.ipynb #5a72a5da
+# %% ../book/08_crash_lab.ipynb #93ab5dd3
 class WrongMessage(Exception):
     "The oracle's verdict: a read served a message that is not the one asked for."
 
@@ -1218,7 +1218,7 @@ def check_reads(store, sent, rng) -> int:
                 _same(m, sent, m.commit_log_offset)
     return reads
 
-# %% ../book/08_crash_lab.ipynb #bbbd8038
+# %% ../book/08_crash_lab.ipynb #754281a7
 def _looks(store, sent, rng) -> None:
     for at in rng.sample(sorted(sent), 4) + [rng.randrange(3 * FUZZ_CONFIG.commit_log_file_size)]:
         try:
@@ -1242,7 +1242,7 @@ def _verify(root) -> str:
     report = check_store(root, FUZZ_CONFIG, read_only=True)
     return "clean" if not report.problems else "problems reported"
 
-# %% ../book/08_crash_lab.ipynb #b33a7cfd
+# %% ../book/08_crash_lab.ipynb #e05db66b
 def store_case(template, sent, work, seed: int, log=None) -> tuple:
     "Damage a copy of the template, open it, read it, put, close, verify: (outcome, what was done)."
     from mqstore.store import MessageStore
@@ -1277,7 +1277,7 @@ def store_case(template, sent, work, seed: int, log=None) -> tuple:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-# %% ../book/08_crash_lab.ipynb #28586dec
+# %% ../book/08_crash_lab.ipynb #c655c2d9
 BAD_VALUES = [None, -1, 2**31, 2**63, -2**63 - 1, 1.5, float("nan"), "", "x", "a/b", "..", "\x00", "x" * 300,
               b"bytes", bytearray(b"ba"), memoryview(b"mv"), [], [1], ["a"], {}, {"a": 1}, {"a": "b\x01"}, {1: "x"},
               (), ("127.0.0.1", 1), ("::1", 70000), True, False, object(), 0, 1, 7, 4, 8, 12, 16, 0x7FFFFFFF,
@@ -1305,7 +1305,7 @@ def _api_call(store, rng, name: str):
     args = dict(zip(params, good)) | {param: value}
     return f"{name}({param}={value!r:.30})", args, lambda: getattr(store, name)(**args)
 
-# %% ../book/08_crash_lab.ipynb #f0521db3
+# %% ../book/08_crash_lab.ipynb #6bc074d0
 def _check_answer(name: str, args: dict, answer, accepted: list) -> None:
     "What an accepted call returned must be right: reads serve what was asked for; puts are kept."
     if name == "put":
@@ -1334,7 +1334,7 @@ def _accepted_puts_served(store, accepted) -> None:
             if not got or got[0].commit_log_offset != r.commit_log_offset or got[0].body != bytes(m.body):
                 raise WrongMessage(f"the put at {r.commit_log_offset} ({m.topic}-{m.queue_id}) is not served")
 
-# %% ../book/08_crash_lab.ipynb #a09f6080
+# %% ../book/08_crash_lab.ipynb #bdb51617
 import dataclasses
 
 def open_case(work, rng, i: int):
@@ -1355,7 +1355,7 @@ def open_case(work, rng, i: int):
             MessageStore.open(**args).close()
     return f"open({param}={value!r:.30})", call
 
-# %% ../book/08_crash_lab.ipynb #5e12c9eb
+# %% ../book/08_crash_lab.ipynb #2c183d81
 def _alarm(signum, frame):
     raise FuzzHang("the case did not finish in time")
 
@@ -1376,7 +1376,7 @@ def _classify(fn, timeout_s: float):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
-# %% ../book/08_crash_lab.ipynb #c8076bdf
+# %% ../book/08_crash_lab.ipynb #1c9a53b0
 def _finish_api(store, root, accepted) -> None:
     "After the API cases: no service died, every acknowledged put is served, verify finds nothing."
     failed = store.service_failure()
@@ -1411,7 +1411,7 @@ def api_cases(template, work, seed: int, n: int, timeout_s: float) -> list:
     out.append(("api", "clean" if outcome == "accepted" else outcome, detail))
     return out
 
-# %% ../book/08_crash_lab.ipynb #d0d9d471
+# %% ../book/08_crash_lab.ipynb #565c2ba6
 def _store_outcome(outcome: str, done: list):
     if outcome.startswith(("open refused", "named error")):
         return "named error", outcome.split(": ")[1]
@@ -1443,7 +1443,7 @@ def fuzz_counts(results) -> Counter:
     "Counts by (kind, outcome)."
     return Counter((kind, outcome) for kind, outcome, _ in results)
 
-# %% ../book/08_crash_lab.ipynb #5c2ad367
+# %% ../book/08_crash_lab.ipynb #56a679dd
 def run_fuzz(work, n: int = 200, seed: int = 0, store_share: float = 0.1) -> Counter:
     "n fuzz cases in this process (a share of them on damaged stores); counts by (kind, outcome)."
     work = Path(work) / f"fuzz{seed}"

@@ -4,7 +4,7 @@
 __all__ = ['CACHE_COLOR', 'DISK_COLOR', 'PHASE_COLORS', 'MODE_COLORS', 'MODE_MARKERS', 'RECOVERY_COLORS', 'plot_extents',
            'plot_acknowledged', 'plot_kill_points', 'plot_recovery_cost', 'plot_trials']
 
-# %% ../../book/08_crash_lab.ipynb #942c1cb2
+# %% ../../book/08_crash_lab.ipynb #0c850964
 import numpy as np
 import matplotlib.pyplot as plt
 
@@ -36,7 +36,7 @@ def plot_extents(extents, ax=None, title="what a power cut leaves"):
     ax.legend(fontsize=8, loc="center right")
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #cc5de483
+# %% ../../book/08_crash_lab.ipynb #c96b0493
 PHASE_COLORS = {"starting": "#000000", "opening": "#E69F00", "writing": "#0072B2", "closed": "#009E73"}
 MODE_COLORS = {"kill": "#56B4E9", "power": "#E69F00"}
 MODE_MARKERS = {"kill": "o", "power": "s"}
@@ -62,7 +62,7 @@ def plot_acknowledged(trials, ax=None):
     ax.legend(fontsize=8, loc="upper left")
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #e412e816
+# %% ../../book/08_crash_lab.ipynb #7fb4fc6a
 def plot_kill_points(trials, ax=None):
     "When each kill was sent (x) and which phase of the writer it hit (colour); y = trial."
     own = ax is None
@@ -82,7 +82,7 @@ def plot_kill_points(trials, ax=None):
         ax.legend(fontsize=8, loc="lower right")
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #0076ec1d
+# %% ../../book/08_crash_lab.ipynb #82ca18fe
 def plot_recovery_cost(trials, ax=None, extra=()):
     "Recovery time against replay length; `extra` adds (label, replay bytes, seconds) points."
     ax = ax or plt.subplots(figsize=(8, 3.5))[1]
@@ -98,7 +98,7 @@ def plot_recovery_cost(trials, ax=None, extra=()):
     ax.legend(fontsize=8)
     return ax
 
-# %% ../../book/08_crash_lab.ipynb #4ab65020
+# %% ../../book/08_crash_lab.ipynb #ff35a316
 def plot_trials(trials, extra=()):
     "The three trial pictures in one figure."
     fig = plt.figure(figsize=(9, 7))
