@@ -1010,6 +1010,7 @@ def scenario_table(results: dict) -> str:
 # %% ../book/08_crash_lab.ipynb #a3d1a7db
 import random, shutil, signal, traceback, warnings
 from collections import Counter
+from .commit_log import takes_queue_offset
 from .config import FLUSH_ASYNC, FLUSH_SYNC
 from .errors import MQStoreError
 from .message import Message, encode_message
