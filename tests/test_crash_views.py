@@ -1,0 +1,35 @@
+"""Chapter 8's views of the lab: `written_extents` (page cache against the shadow disk) and
+`trial_table` (one line per trial)."""
+from mqstore.crash import ShadowDisk, Trial, power_cut, prepare_disk, trial_table, written_extents
+from mqstore.mapped_file import MappedFile, FLUSH_LISTENERS
+
+
+def test_written_extents_show_what_was_flushed(tmp_path):
+    live, disk = tmp_path / "live", tmp_path / "disk"
+    live.mkdir()
+    prepare_disk(live, disk)
+    shadow = ShadowDisk(live, disk)
+    FLUSH_LISTENERS.append(shadow)
+    try:
+        a = MappedFile.create(live / "commitlog", 0, 8192)
+        a.append(b"A" * 100)
+        a.flush()
+        a.append(b"B" * 50)                             # page cache only
+        b = MappedFile.create(live / "q", 0, 4096)
+        b.append(b"C" * 10)                             # never flushed, created before a flush
+        a.force()
+        rows = written_extents(live, disk)
+        a.close(); b.close()
+    finally:
+        FLUSH_LISTENERS.remove(shadow)
+    assert rows == [(f"commitlog/{0:020d}", 150, 150), (f"q/{0:020d}", 10, 0)]
+    power_cut(live, disk)
+    assert written_extents(live, live) == [(f"commitlog/{0:020d}", 150, 150), (f"q/{0:020d}", 0, 0)]
+
+
+def test_trial_table_has_a_line_per_trial_and_names_a_failure():
+    ok = Trial("kill", 0, 0, "writing", 0.1, 5, 5, 0, 0, 0, 0, "END", 0, "abnormal", 5, 500, 0.01)
+    bad = Trial("power", 1, 0, "opening", 0.2, 0, 5, 1, 0, 0, 0, "END", 0, "abnormal", 5, 500, 0.01,
+                "lost: k1")
+    lines = trial_table([ok, bad]).splitlines()
+    assert len(lines) == 3 and lines[1].endswith("ok") and lines[2].endswith("FAILED: lost: k1")
