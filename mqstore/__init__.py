@@ -78,8 +78,6 @@ _API = {
     'zygote_main': 'crash',
     'WriterRun': 'crash',
     'Zygote': 'crash',
-    'CrashReport': 'crash',
-    'check_store': 'crash',
     'ShadowDisk': 'crash',
     'prepare_disk': 'crash',
     'power_cut': 'crash',
@@ -435,7 +433,9 @@ _API = {
     'half_message': 'transaction',
     'real_message': 'transaction',
     'HalfTopicTransactions': 'transaction',
-    'rocketmq_vectors': 'vectors'
+    'rocketmq_vectors': 'vectors',
+    'CrashReport': 'verify',
+    'check_store': 'verify'
 }
 __all__ = ["__version__", *_API]
 

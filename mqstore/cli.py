@@ -308,7 +308,7 @@ REPAIR_HINT = ("run `mqstore repair {root}` to rebuild the consume queues, index
 @subcommand("verify", "check every CRC and the consistency of consume queues and index with "
             "the commit log; exit status 1 when anything is wrong", JSON_FLAG)
 def cmd_verify(args) -> int:
-    from mqstore.crash import check_store
+    from mqstore.verify import check_store
     before = tree_hashes(args.root)
     with open_store(args.root) as store:
         config, span = store.config, (store.commit_log.min_offset, store.commit_log.max_offset)
@@ -404,7 +404,7 @@ def confirm(question: str) -> bool:
 
 def store_problems(root, config) -> list:
     "What `verify` finds (read-only), one line each; an unreadable queue or index file is one too."
-    from mqstore.crash import check_store
+    from mqstore.verify import check_store
     try:
         with open_store(root, config=config) as store:
             tail = tail_problems(store.commit_log)

@@ -3,19 +3,19 @@
 # %% auto #0
 __all__ = ['TOPICS', 'UNSYNCED', 'SCENARIO_CONFIG', 'SCENARIOS', 'FUZZ_CONFIG', 'FUZZ_TOPICS', 'DAMAGES',
            'BAD_VALUES', 'MESSAGE_FIELDS', 'API_CALLS', 'workload_message', 'Ack', 'config_to_dict',
-           'config_from_dict', 'run_writer', 'zygote_main', 'WriterRun', 'Zygote', 'CrashReport',
-           'check_store', 'ShadowDisk', 'prepare_disk', 'power_cut', 'ManualClock', 'written_extents',
-           'segment_path', 'scan_log', 'Trial', 'CrashLab', 'summarize', 'trial_table', 'last_record',
-           'tear_record', 'flip_bit', 'zero_checkpoint', 'zero_cq_tail', 'add_empty_cq_file',
-           'leave_empty_file', 'leave_empty_segment', 'crashed_store', 'ScenarioResult',
-           'scenario_torn_record', 'scenario_bit_flip', 'scenario_stale_checkpoint',
-           'scenario_index_after_crash', 'scenario_empty_cq_file', 'scenario_zero_cq_tail',
-           'scenario_empty_segment', 'scenario_empty_index_file', 'scenario_unflushed_index',
-           'scenario_crash_during_rebuild', 'scenario_key_collision', 'run_scenarios', 'scenario_table',
-           'FuzzHang', 'fuzz_message', 'fuzz_template', 'damage_truncate', 'damage_zero_length',
-           'damage_garbage_tail', 'damage_foreign_segment', 'damage_record', 'damage_unit', 'damage_index',
-           'damage_index_chain', 'damage_checkpoint', 'damage_folders', 'WrongMessage', 'check_reads',
-           'store_case', 'open_case', 'api_cases', 'fuzz_batch', 'fuzz_counts', 'run_fuzz', 'fuzz_table']
+           'config_from_dict', 'run_writer', 'zygote_main', 'WriterRun', 'Zygote', 'ShadowDisk',
+           'prepare_disk', 'power_cut', 'ManualClock', 'written_extents', 'segment_path', 'scan_log',
+           'Trial', 'CrashLab', 'summarize', 'trial_table', 'last_record', 'tear_record', 'flip_bit',
+           'zero_checkpoint', 'zero_cq_tail', 'add_empty_cq_file', 'leave_empty_file', 'leave_empty_segment',
+           'crashed_store', 'ScenarioResult', 'scenario_torn_record', 'scenario_bit_flip',
+           'scenario_stale_checkpoint', 'scenario_index_after_crash', 'scenario_empty_cq_file',
+           'scenario_zero_cq_tail', 'scenario_empty_segment', 'scenario_empty_index_file',
+           'scenario_unflushed_index', 'scenario_crash_during_rebuild', 'scenario_key_collision',
+           'run_scenarios', 'scenario_table', 'FuzzHang', 'fuzz_message', 'fuzz_template', 'damage_truncate',
+           'damage_zero_length', 'damage_garbage_tail', 'damage_foreign_segment', 'damage_record',
+           'damage_unit', 'damage_index', 'damage_index_chain', 'damage_checkpoint', 'damage_folders',
+           'WrongMessage', 'check_reads', 'store_case', 'open_case', 'api_cases', 'fuzz_batch',
+           'fuzz_counts', 'run_fuzz', 'fuzz_table']
 
 # %% ../book/08_crash_lab.ipynb #7bd28845
 import random
@@ -185,194 +185,8 @@ class Zygote:
                     pass
                 killed, sent_at = True, time.perf_counter() - t0
 
-# %% ../book/08_crash_lab.ipynb #157f592f
-from .commit_log import walk_log, takes_queue_offset
-from .consume_queue import FILLER_SIZE, GetMessageStatus
-from .index import index_key_hash, index_keys_of
-from .message import check_record, RecordStatus, transaction_type, TRANSACTION_ROLLBACK_TYPE
-from .recovery import RecoveryStarted, Redispatched, IndexFilesDropped
-
-@dataclass
-class CrashReport:
-    "What `check_store` found after recovering a store."
-    mode: str = "new"                 # recovery mode: "normal", "abnormal" or "new"
-    records: int = 0                  # valid records in the commit log
-    log_end: int = 0
-    units: int = 0                    # consume-queue units checked
-    index_entries: int = 0
-    acked: int = 0
-    lost: list = field(default_factory=list)        # acks not served (by offset, queue or key)
-    torn: list = field(default_factory=list)        # acks served with other bytes than were sent
-    problems: list = field(default_factory=list)    # invariant violations
-    replayed: int = 0                 # records re-dispatched by abnormal recovery
-    replay_bytes: int = 0
-    recovery_s: float = 0.0
-    offsets: list = field(default_factory=list, repr=False)     # of the valid records
-    warnings: list = field(default_factory=list)    # what opening the store warned about
-    gaps: list = field(default_factory=list)        # queue offsets whose record is gone from the log (fillers)
-    events: list = field(default_factory=list, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return not (self.lost or self.torn or self.problems)
-
-    def summary(self) -> str:
-        return (f"{self.mode} recovery: {self.records} records, {self.units} units, {self.index_entries} index "
-                f"entries; acked {self.acked}, lost {len(self.lost)}, torn {len(self.torn)}, "
-                f"problems {len(self.problems)}")
-
-# %% ../book/08_crash_lab.ipynb #44b10bdd
-def _log_records(store, report, progress=None):
-    "offset -> StoredMessage of every record, CRC checked; a bad record below the end is a problem."
-    cl = store.commit_log
-    records, gen = {}, walk_log(cl.mfq, cl.min_offset, cl.max_offset, check_crc=True, read_body=True)
-    while True:
-        try:
-            off, m = next(gen)
-        except StopIteration as stop:
-            end, status = stop.value
-            break
-        records[off] = m
-        if progress is not None:
-            progress(off)
-    if end != cl.max_offset:
-        report.problems.append(f"commit log: {status.name} record at {end}, below its end {cl.max_offset}")
-    report.records, report.log_end, report.offsets = len(records), cl.max_offset, sorted(records)
-    return records
-
-# %% ../book/08_crash_lab.ipynb #66bbe5ad
-def _check_queues(store, records, report):
-    expected = {}          # (topic, queue id) -> {queue offset: record offset}
-    for off, m in records.items():
-        if takes_queue_offset(m.sys_flag):
-            q = expected.setdefault((m.topic, m.queue_id), {})
-            if m.queue_offset in q:
-                report.problems.append(f"{m.topic}-{m.queue_id}: queue offset {m.queue_offset} given to "
-                                       f"records at {q[m.queue_offset]} and {off}")
-            q[m.queue_offset] = off
-    for (topic, qid), q in store.cq_store:
-        want = expected.pop((topic, qid), {})
-        name, lo, hi = f"{topic}-{qid}", q.min_offset_in_queue, q.max_offset_in_queue
-        cur, seen_real = lo, False
-        while cur < hi:
-            units = q.units(cur, hi - cur)
-            if not len(units):
-                report.problems.append(f"{name}: no units readable at queue offset {cur} (< {hi})")
-                break
-            for phy, size, code in units.tolist():
-                report.units += 1
-                if size == FILLER_SIZE:
-                    if seen_real and cur not in want:     # no record claims it: lost, e.g. to a sealed hole
-                        report.gaps.append(f"{name}: queue offset {cur} is a filler; no record of the log has it")
-                    elif seen_real:
-                        report.problems.append(f"{name}: filler unit inside the queue at {cur}")
-                else:
-                    seen_real = True
-                    m = records.get(phy)
-                    if m is None:
-                        report.problems.append(f"{name}: unit {cur} points at {phy}, where no valid record starts")
-                    elif (m.total_size, m.tags_code, m.topic, m.queue_id, m.queue_offset) != (size, code, topic, qid, cur):
-                        report.problems.append(
-                            f"{name}: unit {cur} = ({phy}, {size}, {code}) disagrees with the record there "
-                            f"({m.total_size}, {m.tags_code}, {m.topic}-{m.queue_id}, queue offset {m.queue_offset})")
-                    want.pop(cur, None)
-                cur += 1
-        for qoff, off in sorted(want.items()):
-            if off >= store.commit_log.min_offset:   # below `lo` too: a lost first file, not an expired one
-                below = "" if qoff >= lo else f", below the queue's first offset {lo}"
-                report.problems.append(f"{name}: the record at {off} (queue offset {qoff}) has no unit{below}")
-    for (topic, qid), want in expected.items():
-        for qoff, off in sorted(want.items())[:3]:
-            report.problems.append(f"{topic}-{qid}: no consume queue for the record at {off}")
-
-# %% ../book/08_crash_lab.ipynb #fc99fa57
-def _check_index(store, records, report):
-    if not store.config.message_index_enable:
-        return
-    entries = set()
-    for f in store.index.files:
-        for h, phy, _, _ in f.entries().tolist():
-            report.index_entries += 1
-            entries.add((h, phy))
-            m = records.get(phy)
-            if m is None:
-                report.problems.append(f"index {f.name}: entry points at {phy}, where no valid record starts")
-            elif h not in {index_key_hash(k) for k in index_keys_of(m.topic, m.keys, m.uniq_key)}:
-                report.problems.append(f"index {f.name}: entry hash {h} is not a key of the record at {phy}")
-    for off, m in records.items():
-        if transaction_type(m.sys_flag) == TRANSACTION_ROLLBACK_TYPE:
-            continue
-        for k in index_keys_of(m.topic, m.keys, m.uniq_key):
-            if (index_key_hash(k), off) not in entries:
-                report.problems.append(f"index: key {k!r} of the record at {off} is not indexed")
-
-# %% ../book/08_crash_lab.ipynb #aa1b17f6
-def _check_acks(store, acked, report):
-    for a in acked:
-        report.acked += 1
-        try:
-            m = store.look(a.offset)
-        except Exception as e:
-            report.lost.append((a, f"look: {type(e).__name__}"))
-            continue
-        if (m.body, m.topic, m.queue_id, m.keys[:1], m.total_size) != (a.body, a.topic, a.queue_id, [a.key], a.size):
-            report.torn.append((a, "look served other bytes"))
-            continue
-        got = store.get(a.topic, a.queue_id, a.queue_offset, 1)
-        if got.status is not GetMessageStatus.FOUND or got.messages[0].commit_log_offset != a.offset:
-            report.lost.append((a, f"get: {got.status.name}"))
-            continue
-        if got.messages[0].body != a.body:
-            report.torn.append((a, "get served other bytes"))
-            continue
-        hits = store.query(a.topic, a.key)
-        if not any(h.commit_log_offset == a.offset for h in hits):
-            report.lost.append((a, "query: key not found"))
-        elif any(h.commit_log_offset == a.offset and h.body != a.body for h in hits):
-            report.torn.append((a, "query served other bytes"))
-
-# %% ../book/08_crash_lab.ipynb #d81e1804
-def check_store(root, config: StoreConfig, acked=None, clock=None, observer=None,
-                read_only: bool = False, progress=None) -> CrashReport:
-    """Recover the store at `root` (open it), check every invariant, close it cleanly.
-
-    With `read_only`, the store is opened read-only (chapter 7): recovery's verdict is applied in
-    memory and nothing on disk changes (the `mqstore verify` command uses this); `progress(offset)`
-    is called for every record of the commit-log walk.
-
-    Reports commit-log records that do not pass their CRC below the log's end; consume-queue units
-    that do not point at a valid record with the same size, tagsCode, topic, queue and queue offset,
-    or that leave gaps (a filler whose queue offset no record of the log has is listed in `gaps`
-    instead: its record is gone, nothing points wrong); records without their unit; index entries that do not point at a record
-    whose key hashes to them, and keys not indexed; and every acknowledged message (`acked`, a list of
-    Ack) that `look`, `get` or `query` does not serve with the bytes that were sent."""
-    import warnings
-    from mqstore.store import MessageStore
-    report = CrashReport()
-    events = report.events
-    def observe(e):
-        events.append(e)
-        if observer is not None:
-            observer(e)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:      # e.g. a zero-byte segment removed
-        warnings.simplefilter("always")
-        store = MessageStore.open(root, config, clock=clock, observer=observe, read_only=read_only)
-    report.recovery_s = time.perf_counter() - t0
-    report.warnings = [str(w.message) for w in caught]
-    try:
-        start = next((e for e in events if isinstance(e, RecoveryStarted)), None)
-        report.mode = start.mode if start and start.segments else "new"
-        for e in events:
-            if isinstance(e, Redispatched):
-                report.replayed, report.replay_bytes = e.count, e.to_offset - e.from_offset
-        records = _log_records(store, report, progress)
-        _check_queues(store, records, report)
-        _check_index(store, records, report)
-        _check_acks(store, acked or (), report)
-    finally:
-        store.close()
-    return report
+# %% ../book/08_crash_lab.ipynb #010465ab
+from .verify import CrashReport, check_store
 
 # %% ../book/08_crash_lab.ipynb #2dd11682
 import shutil, threading
