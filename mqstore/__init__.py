@@ -351,6 +351,7 @@ _API = {
     'walk_segments': 'recovery',
     'Truncated': 'recovery',
     'truncate_commit_log': 'recovery',
+    'walk_segments_fast': 'recovery',
     'RecoveryStarted': 'recovery',
     'SegmentChosen': 'recovery',
     'walk_last_segments': 'recovery',
