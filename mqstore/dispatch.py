@@ -4,7 +4,7 @@
 __all__ = ['DispatchRequest', 'request_from_message', 'read_dispatch_request', 'DispatchEvent',
            'dispatch_range', 'ReputService', 'span_strings', 'property_spans', 'span_java_hashes',
            'scan_property', 'scan_topic_ids', 'SegmentBatch', 'index_key_columns', 'decode_segment_batch',
-           'build_consume_queues_bulk']
+           'build_consume_queues_bulk', 'scan_decode_segment']
 
 # %% ../book/05_dispatch.ipynb #c48f87bf
 import re, threading, time
@@ -415,10 +415,95 @@ def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
     h[h == 1 << 31] = 0                        # index_key_hash: abs, Integer.MIN_VALUE -> 0
     return rows, h
 
+# %% ../book/05_dispatch.ipynb #129f4272
+_WANTED = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY)       # rows 0, 1, 2 of the spans
+_WANTED_BYTES = np.frombuffer("".join(_WANTED).encode(), np.uint8)
+_WANTED_AT = np.cumsum([0] + [len(w) for w in _WANTED]).astype(np.int64)
+_POW31 = np.array([pow(31, e, 1 << 32) for e in range(1 << 16)], np.uint64)   # 31^len, len < 2^16
+
+def _topic_table(distinct: int = 2048):
+    "The kernels' table of distinct topics: slots, lengths, their bytes, (count, bytes used)."
+    return (np.full((2 * distinct, 2), -1, np.int64), np.zeros(distinct, np.int64),
+            np.zeros(distinct * 256, np.uint8), np.zeros(2, np.int64))
+
+# %% ../book/05_dispatch.ipynb #cad82989
+def _decode_columns(cap: int, key_cap: int):
+    "Empty outputs of the decode kernels for `cap` rows and `key_cap` index keys."
+    return (np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.bool_),
+            np.zeros((3, cap), np.int64), np.full((3, cap), -1, np.int64),
+            np.zeros((3, key_cap), np.int64), np.zeros(key_cap, np.uint32), np.zeros(key_cap, np.bool_),
+            np.zeros(1, np.int64))
+
+# %% ../book/05_dispatch.ipynb #2b879cbc
+def _table_topics(table):
+    "(names in decode_segment_batch's sorted order, old id -> new id) of a filled topic table."
+    _, lengths, data, (count, _) = table
+    at = np.concatenate([[0], np.cumsum(lengths[:count])])
+    raw = [bytes(data[at[j]:at[j + 1]]) for j in range(count)]
+    width = max(map(len, raw), default=0)
+    order = sorted(range(count), key=lambda j: (raw[j].ljust(width, b"\0"), len(raw[j])))
+    remap = np.zeros(max(count, 1), np.int64)
+    remap[order] = np.arange(count)
+    return [raw[j].decode("utf-8", "replace") for j in order], remap
+
+# %% ../book/05_dispatch.ipynb #a460ef58
+def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, key_wide, table, strings):
+    "The SegmentBatch of the kernels' columns: topic order, the non-ASCII strings, the keys' full hashes."
+    topics, remap = _table_topics(table)
+    ids = remap[tid]
+    with memoryview(buf) as mv:
+        for r in np.flatnonzero(tags_wide).tolist():    # not ASCII: hash the decoded text (UTF-16)
+            codes[r] = java_string_hash(str(mv[vs[0, r]:vs[0, r] + vl[0, r]], "utf-8", "replace"))
+    if SCHEDULE_TOPIC in topics:                         # delayed messages carry their delivery time
+        from mqstore.message import scan_properties
+        rows = np.flatnonzero(ids == topics.index(SCHEDULE_TOPIC))
+        for r, p in zip(rows.tolist(), scan_properties(buf, headers[rows])):
+            codes[r] = cq_tags_code(SCHEDULE_TOPIC, p, int(headers["store_timestamp"][r]))
+    # hash(topic#key) = hash(topic#) * 31^len(key) + hash(key), mod 2^32 (see index_key_columns)
+    prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in topics] or [0], np.uint64)
+    rows, start, length = keys
+    tk = ids[rows]
+    h = ((prefix[tk] * _POW31[length] + key_hash) & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
+    with memoryview(buf) as mv:
+        for i in np.flatnonzero(key_wide).tolist():
+            h[i] = java_string_hash(topics[int(tk[i])] + "#" + str(mv[start[i]:start[i] + length[i]], "utf-8", "replace"))
+    h = np.abs(h)
+    h[h == 1 << 31] = 0                                  # index_key_hash: abs, Integer.MIN_VALUE -> 0
+    keys_s = span_strings(buf, vs[1], vl[1]) if strings else None
+    uniq = span_strings(buf, vs[2], vl[2]) if strings else None
+    return SegmentBatch(headers, ids, topics, codes, keys_s, uniq, rows, h)
+
+# %% ../book/05_dispatch.ipynb #df091578
+def _decode_compiled(K, buf, headers, strings):
+    "decode_segment_batch with the compiled kernel; None when the segment has too many topics."
+    n = len(headers)
+    key_cap = 2 * n + int(np.maximum(headers["props_len"], 0).sum()) // 2 + 1
+    tid, codes, tags_wide, vs, vl, keys, key_hash, key_wide, nk = _decode_columns(n, key_cap)
+    table = _topic_table()
+    data = np.frombuffer(buf, np.uint8) if len(buf) else np.zeros(1, np.uint8)
+    try:
+        ok = K.decode_records(data, headers["topic_pos"].astype(np.int64), headers["topic_len"].astype(np.int64),
+                              headers["props_pos"].astype(np.int64), headers["props_len"].astype(np.int64),
+                              _WANTED_BYTES, _WANTED_AT, tid, codes, tags_wide, vs, vl, keys, key_hash,
+                              key_wide, nk, *table)
+    finally:
+        del data
+    if not ok:
+        return None
+    m = int(nk[0])
+    return _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys[:, :m], key_hash[:m], key_wide[:m],
+                         table, strings)
+
 # %% ../book/05_dispatch.ipynb #45d1d3a2
-def decode_segment_batch(buf, headers, strings: bool = True) -> SegmentBatch:
+def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | None = None) -> SegmentBatch:
     """Topics, tags codes, KEYS and UNIQ_KEY of every record of a `scan_segment` result, and the
-    hashes of every index key. With `strings=False`, KEYS and UNIQ_KEY stay spans (no str per record)."""
+    hashes of every index key. With `strings=False`, KEYS and UNIQ_KEY stay spans (no str per record).
+    The compiled kernels run when available (see the excursion above), unless `compiled=False`."""
+    from mqstore.message import compiled_kernels
+    K = compiled_kernels() if compiled is not False else None
+    batch = None if K is None else _decode_compiled(K, buf, headers, strings)
+    if batch is not None:
+        return batch
     ids, topics = scan_topic_ids(buf, headers)
     spans = property_spans(buf, headers, (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
     codes = span_java_hashes(buf, *spans[PROPERTY_TAGS])
@@ -434,6 +519,7 @@ def decode_segment_batch(buf, headers, strings: bool = True) -> SegmentBatch:
     uniq = span_strings(buf, *spans[PROPERTY_UNIQ_KEY]) if strings else None
     return SegmentBatch(headers, ids, topics, codes, keys, uniq, index_rows, index_hashes)
 
+# %% ../book/05_dispatch.ipynb #782de4a5
 def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     "Write the units of a whole batch, queue by queue: the bytes per-record dispatch writes."
     h = batch.headers
@@ -452,3 +538,49 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
                               h["queue_offset"][g])
     cq_store.logics_msg_timestamp = int(h["store_timestamp"][rows[-1]])
     return written
+
+# %% ../book/05_dispatch.ipynb #2b26426f
+def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc):
+    "The fused kernel, chunk by chunk: (headers, where, why, decode columns, table), or None (too many topics)."
+    from mqstore.message import SCAN_DTYPE, _chunk_rows, _rows_from_columns
+    data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(1, np.uint8)
+    table, parts, pos, why = _topic_table(), [], start, 3
+    try:
+        while why == 3:
+            cap = _chunk_rows(n, pos)
+            out, c, spans = np.zeros(cap, SCAN_DTYPE), np.empty((14, cap), np.int64), np.empty((7, cap), np.int64)
+            cols = _decode_columns(cap, 3 * cap + (1 << 15))
+            rows, why, pos = K.scan_decode_records(data, pos, n, cap, check_crc, stop_on_bad_crc, c, spans,
+                                                   out["born_ip"], out["store_ip"], out["crc_ok"], _WANTED_BYTES,
+                                                   _WANTED_AT, *cols, *table)
+            if why == 4:
+                return None
+            m = int(cols[8][0])
+            parts.append((_rows_from_columns(out, c, spans, rows), cols[0][:rows], cols[1][:rows],
+                          cols[2][:rows], cols[3][:, :rows], cols[4][:, :rows], cols[5][:, :m], cols[6][:m],
+                          cols[7][:m]))
+    finally:
+        del data
+    first = np.cumsum([0] + [len(p[0]) for p in parts])[:-1]
+    for p, f in zip(parts, first):
+        p[6][0] += f                                     # key rows: chunk row -> segment row
+    joined = [np.concatenate([p[k] for p in parts], axis=-1) if len(parts) > 1 else parts[0][k] for k in range(9)]
+    return joined, pos, why, table
+
+# %% ../book/05_dispatch.ipynb #fdaa0790
+def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: bool = True,
+                        end=None, strings: bool = False):
+    """`scan_segment` and `decode_segment_batch` at once: (headers, end_pos, stop_status, batch).
+    Compiled, one pass over each record while it is in the cache; without the kernels, the two calls."""
+    from mqstore.message import compiled_kernels, scan_segment, _walk
+    n = len(buf) if end is None else min(end, len(buf))
+    K = compiled_kernels()
+    got = None if K is None else (_walk(buf, start, n) if start < 0 else
+                                  _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc))
+    if got is None:
+        headers, pos, status = scan_segment(buf, start, check_crc, stop_on_bad_crc, end)
+        return headers, pos, status, decode_segment_batch(buf, headers, strings)
+    (headers, tid, codes, tags_wide, vs, vl, keys, key_hash, key_wide), pos, why, table = got
+    status = RecordStatus.CORRUPT if why == 2 else _walk(buf, pos, n)[0]
+    return headers, pos, status, _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash,
+                                               key_wide, table, strings)

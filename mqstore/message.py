@@ -20,11 +20,11 @@ __all__ = ['MESSAGE_MAGIC_CODE', 'MESSAGE_MAGIC_CODE_V2', 'BLANK_MAGIC_CODE', 'E
            'decode_properties', 'encode_record', 'pack_record', 'encode_message', 'patch_record',
            'stamp_record', 'java_string_hash', 'tags_code', 'parse_delay_levels', 'cq_tags_code',
            'create_message_id', 'decode_message_id', 'encode_blank', 'RecordStatus', 'CheckResult',
-           'check_record', 'decode_record', 'record_fields', 'scan_segment', 'header_ip', 'scan_topics',
-           'scan_properties', 'scan_tags_codes']
+           'check_record', 'decode_record', 'record_fields', 'compiled_kernels', 'scan_segment', 'header_ip',
+           'scan_topics', 'scan_properties', 'scan_tags_codes']
 
 # %% ../book/03_record_format.ipynb #e003fa8e
-import functools, ipaddress, struct, zlib
+import functools, ipaddress, os, struct, zlib
 from dataclasses import dataclass, field
 from enum import Enum
 import numpy as np
@@ -895,15 +895,72 @@ def _fill_row(out, i, buf, pos):
             p += 8
     row["reconsume_times"], row["prepared_transaction_offset"] = struct.unpack_from(">iq", buf, p)
 
+# %% ../book/03_record_format.ipynb #9803514d
+_SCAN_INT_COLUMNS = ("total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "commit_log_offset",
+                     "sys_flag", "born_timestamp", "born_port", "store_timestamp", "store_port",
+                     "reconsume_times", "prepared_transaction_offset")
+_COMPILED = []                      # [mqstore.accel or None], once looked up
+
+def compiled_kernels():
+    "The compiled kernels (`mqstore.accel`), or None: numba or a zlib library missing, or MQSTORE_ACCEL=0."
+    if os.environ.get("MQSTORE_ACCEL", "1") == "0":
+        return None
+    if not _COMPILED:
+        try:
+            from mqstore import accel
+        except ImportError:
+            accel = None
+        _COMPILED.append(accel)
+    return _COMPILED[0]
+
+def _chunk_rows(n: int, pos: int) -> int:
+    "Rows to allocate for the records in buf[pos:n] (about one per 512 bytes; more chunks follow if needed)."
+    return max(256, min((n - pos) // 512 + 64, 1 << 18))
+
+def _rows_from_columns(out, c, spans, rows):
+    "Copy the kernel's int64 columns into the first `rows` rows of a SCAN_DTYPE array."
+    out = out[:rows]
+    for k, name in enumerate(_SCAN_INT_COLUMNS):
+        out[name] = c[k, :rows]
+    for k, name in enumerate(_SPAN_NAMES + ("offset",)):
+        out[name] = spans[k, :rows]
+    return out
+
+# %% ../book/03_record_format.ipynb #1215b0a2
+def _scan_compiled(K, buf, start, n, check_crc, stop_on_bad_crc):
+    "scan_segment with the compiled kernel: chunks of rows, each one pass over its records."
+    if start < 0:
+        _walk(buf, start, n)                            # raises OffsetOutOfRangeError
+    data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(1, np.uint8)
+    parts, pos, why = [], start, 3
+    try:
+        while why == 3:
+            cap = _chunk_rows(n, pos)
+            out, c, spans = np.zeros(cap, SCAN_DTYPE), np.empty((14, cap), np.int64), np.empty((7, cap), np.int64)
+            rows, why, pos = K.scan_records(data, pos, n, cap, check_crc, stop_on_bad_crc, c, spans,
+                                            out["born_ip"], out["store_ip"], out["crc_ok"])
+            parts.append(_rows_from_columns(out, c, spans, rows))
+    finally:
+        del data
+    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if why == 2:
+        return out, pos, RecordStatus.CORRUPT
+    return out, pos, _walk(buf, pos, n)[0]
+
 # %% ../book/03_record_format.ipynb #bb4846e1
 def scan_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: bool = True,
-                 end=None, fast: bool = True):
+                 end=None, fast: bool = True, compiled: bool | None = None):
     """Walk the records of `buf[start:end]` and decode all their headers at once.
 
     Returns (headers, end_pos, stop_status): a SCAN_DTYPE array with one row per record,
     the position where the walk stopped, and why (END, BLANK, CORRUPT or TORN).
-    `fast=False` is the reference: `_walk` per record, then each header decoded field by field."""
+    `fast=False` is the reference: `_walk` per record, then each header decoded field by field;
+    `fast=True` takes the compiled pass when its kernels are available, the numpy path otherwise
+    or with `compiled=False`."""
     n = len(buf) if end is None else min(end, len(buf))
+    K = compiled_kernels() if fast and compiled is not False else None
+    if K is not None:
+        return _scan_compiled(K, buf, start, n, check_crc, stop_on_bad_crc)
     walk = _walk_records_fast if fast else _walk_records
     cols, pos, status = walk(buf, start, n, check_crc, stop_on_bad_crc)
     out = np.zeros(len(cols["offset"]), dtype=SCAN_DTYPE)

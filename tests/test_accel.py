@@ -1,0 +1,103 @@
+"""The compiled kernels (mqstore.accel, numba) against the numpy path and the reference walk:
+scan_segment, decode_segment_batch and the fused scan_decode_segment give the same rows, stops,
+reasons, topics, tags codes and index keys on random logs (every host layout, non-ASCII topics,
+tags and keys, duplicate properties, delayed messages) and on damaged ones; small chunks and a
+full topic table take their other paths. Without numba these tests fail: the kernels are a
+dependency of the build, and the fallback is checked by test_fallback_suite_without_kernels."""
+import functools, ipaddress, os, subprocess, sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import mqstore.dispatch as dispatch
+import mqstore.message as message
+from mqstore.dispatch import decode_segment_batch, scan_decode_segment
+from mqstore.message import SCHEDULE_TOPIC, StoredMessage, compiled_kernels, encode_record, scan_segment
+
+v4 = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 65535)).map(lambda t: (str(ipaddress.IPv4Address(t[0])), t[1]))
+v6 = st.tuples(st.integers(0, 2**128 - 1), st.integers(0, 65535)).map(lambda t: (str(ipaddress.IPv6Address(t[0])), t[1]))
+text = st.text(st.sampled_from(list("ab 1#K") + ["é", "中", "\U0001d11e"]), max_size=10)
+
+
+@st.composite
+def records(draw):
+    props = draw(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "x", "TAG", "KEYSS"]),
+                                 text.filter(bool), max_size=4))
+    topic = draw(st.sampled_from(["T", "orders", "tö", "主题" * 3, "a" * 130, SCHEDULE_TOPIC]))
+    if topic == SCHEDULE_TOPIC and draw(st.booleans()):
+        props["DELAY"] = str(draw(st.integers(0, 20)))
+    m = StoredMessage(topic=topic, queue_id=draw(st.integers(0, 3)), body=draw(st.binary(max_size=200)),
+                      born_host=draw(st.one_of(v4, v6)), store_host=draw(st.one_of(v4, v6)),
+                      queue_offset=draw(st.integers(0, 2**40)), store_timestamp=draw(st.integers(0, 2**42)),
+                      properties=props)
+    return encode_record(m)
+
+
+@st.composite
+def logs(draw):
+    buf = bytearray(b"".join(draw(st.lists(records(), max_size=25))))
+    for _ in range(draw(st.integers(0, 2))):
+        if buf:
+            buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
+    cut = draw(st.integers(0, len(buf)))
+    return bytes(buf[:cut] if draw(st.booleans()) else buf)
+
+
+def same_batch(a, b):
+    for f in ("topic_ids", "tags_codes", "index_rows", "index_hashes"):
+        assert np.array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f))), f
+    assert (a.topics, a.keys, a.uniq_keys) == (b.topics, b.keys, b.uniq_keys)
+
+
+def test_the_kernels_are_there():
+    assert compiled_kernels() is not None, "numba (requirements.txt) or the zlib library is missing"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.booleans(), st.booleans())
+def test_compiled_scan_and_decode_agree_with_numpy_and_reference(buf, check_crc, stop):
+    kw = dict(check_crc=check_crc, stop_on_bad_crc=stop)
+    c, v, r = scan_segment(buf, **kw), scan_segment(buf, compiled=False, **kw), scan_segment(buf, fast=False, **kw)
+    assert c[1:] == v[1:] == r[1:]
+    assert c[0].tobytes() == v[0].tobytes() == r[0].tobytes()
+    numpy_batch = decode_segment_batch(buf, r[0], True, compiled=False)
+    same_batch(decode_segment_batch(buf, r[0], True), numpy_batch)
+    h, pos, status, batch = scan_decode_segment(buf, strings=True, **kw)
+    assert (pos, status) == r[1:] and h.tobytes() == r[0].tobytes()
+    same_batch(batch, numpy_batch)
+
+
+def test_small_chunks_and_a_full_topic_table(monkeypatch, vectors):
+    log = (vectors / "commitlog.bin").read_bytes()
+    want = scan_segment(log, check_crc=True, compiled=False)
+    want_batch = decode_segment_batch(log, want[0], True, compiled=False)
+    monkeypatch.setattr(message, "_chunk_rows", lambda n, pos: 5)          # many chunks of 5 rows
+    got = scan_decode_segment(log, check_crc=True, strings=True)
+    assert got[1:3] == want[1:] and got[0].tobytes() == want[0].tobytes()
+    same_batch(got[3], want_batch)
+    assert scan_segment(log, check_crc=True)[0].tobytes() == want[0].tobytes()
+    monkeypatch.setattr(dispatch, "_topic_table", functools.partial(dispatch._topic_table, 1))
+    got = scan_decode_segment(log, check_crc=True, strings=True)            # too many topics: the fallback
+    same_batch(got[3], want_batch)
+    same_batch(decode_segment_batch(log, want[0], True), want_batch)
+
+
+def test_fallback_suite_without_kernels():
+    "The numpy path is what users without numba run: the scan, dispatch and recovery tests pass on it."
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, MQSTORE_ACCEL="0", PYTHONPATH=str(root))
+    tests = ["tests/test_scan_layouts.py", "tests/test_record_walk.py", "tests/test_dispatch.py",
+             "tests/test_recovery_fast.py", "tests/test_message.py"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-500:]
+
+
+def test_the_environment_switch_turns_the_kernels_off():
+    code = "from mqstore.message import compiled_kernels; print(compiled_kernels() is None)"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, MQSTORE_ACCEL="0"),
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
