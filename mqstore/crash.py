@@ -91,6 +91,8 @@ def zygote_main() -> None:
     """A prepared process: imports mqstore once, then forks one writer per request (a JSON line on
     stdin). It reports `PID n` after each fork and `EXIT n status` once the writer is gone."""
     import mqstore.store  # noqa: F401  (the import is what the children inherit)
+    from mqstore.message import scan_segment
+    scan_segment(bytes(64), check_crc=True)   # the compiled kernels too, loaded once
     out = sys.stdout.fileno()
     while True:
         line = sys.stdin.buffer.readline()
