@@ -445,7 +445,7 @@ def _bulk_links(slot_of: np.ndarray, numbers: np.ndarray, slots: np.ndarray, cou
     s_sorted, n_sorted = slot_of[order], numbers[order]
     head = np.ones(m, bool); head[1:] = s_sorted[1:] != s_sorted[:-1]
     old = slots[s_sorted[head]].astype(np.int64)
-    old[(old <= INVALID_INDEX) | (old >= count)] = INVALID_INDEX
+    old[(old <= INVALID_INDEX) | (old >= n_sorted[head])] = INVALID_INDEX   # as put_hash: past this entry
     prev_sorted = np.empty(m, np.int64)
     prev_sorted[1:] = n_sorted[:-1]
     prev_sorted[head] = old
@@ -470,6 +470,9 @@ def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> 
     m = len(h)
     if m == 0:
         return
+    from mqstore.message import compiled_kernels
+    if (K := compiled_kernels()) is not None:
+        return _bulk_fill_compiled(K, f, h, phy, ts)
     count = f._count
     assert count + m <= f.index_num
     numbers = np.arange(count, count + m, dtype=np.int64)
@@ -486,4 +489,20 @@ def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> 
         f.begin_phy_offset, f.begin_timestamp = int(phy[0]), int(ts[0])
     f.hash_slot_count = f._slot_count + newly_used
     f.index_count = count + m
+    f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])
+
+# %% ../book/06_index.ipynb #523d5b7d
+def _bulk_fill_compiled(K, f: IndexFile, h, phy, ts) -> None:
+    "`_bulk_fill` with the compiled kernel: the same entries, slots and header."
+    count = f._count
+    assert count + len(h) <= f.index_num
+    m = np.frombuffer(f._mm, np.uint8)
+    try:
+        end, _, used = K.fill_index(m, f.slot_num, f._entries_at, count, f._begin_ts, h, phy, ts)
+    finally:
+        del m
+    if count <= 1:
+        f.begin_phy_offset, f.begin_timestamp = int(phy[0]), int(ts[0])
+    f.hash_slot_count = f._slot_count + used
+    f.index_count = end
     f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])

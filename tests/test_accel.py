@@ -101,3 +101,44 @@ def test_the_environment_switch_turns_the_kernels_off():
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, MQSTORE_ACCEL="0"),
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=300), st.integers(1, 40), st.integers(2, 90),
+       st.lists(st.integers(-5, 400), max_size=6), st.integers(0, 3))
+def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hashes, slots, entries, garbage, start):
+    """fill_index against the numpy sort: many files (small ones fill up), colliding slots, slot values
+    from a crash (negative, past indexCount) and a service that already holds keys."""
+    from mqstore.index import IndexService
+    def build(accel):
+        os.environ["MQSTORE_ACCEL"] = accel
+        try:
+            folder = tmp_path_factory.mktemp("idx")
+            svc = IndexService(folder, slots, entries, clock=iter(range(10**12, 10**13, 1000)).__next__)
+            svc.put_bulk([7] * start, range(start), [10**12] * start)
+            f = svc.last_file()
+            for k, v in enumerate(garbage[:slots]):
+                f._mm[40 + 4 * k:44 + 4 * k] = v.to_bytes(4, "big", signed=True)
+            n = len(hashes)
+            svc.put_bulk(hashes, np.arange(n) * 50 + 1000, 10**12 + np.arange(n) * 333)
+            svc.flush()
+            return [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
+        finally:
+            os.environ.pop("MQSTORE_ACCEL")
+    compiled = build("1")
+    assert compiled == build("0")
+    os.environ["MQSTORE_ACCEL"] = "0"           # and both equal put_hash, one key at a time
+    try:
+        folder = tmp_path_factory.mktemp("idx")
+        svc = IndexService(folder, slots, entries, clock=iter(range(10**12, 10**13, 1000)).__next__)
+        svc.put_bulk([7] * start, range(start), [10**12] * start)
+        f = svc.last_file()
+        for k, v in enumerate(garbage[:slots]):
+            f._mm[40 + 4 * k:44 + 4 * k] = v.to_bytes(4, "big", signed=True)
+        for k, h in enumerate(hashes):
+            f = svc.last_file()
+            f.put_hash(h, k * 50 + 1000, 10**12 + k * 333)
+        svc.flush()
+        assert compiled == [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
+    finally:
+        os.environ.pop("MQSTORE_ACCEL")
