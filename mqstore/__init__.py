@@ -150,6 +150,7 @@ _API = {
     'decode_segment_batch': 'dispatch',
     'build_consume_queues_bulk': 'dispatch',
     'scan_decode_segment': 'dispatch',
+    'dispatch_range_bulk': 'dispatch',
     'MQStoreError': 'errors',
     'ConfigError': 'errors',
     'StoreFileError': 'errors',

@@ -162,7 +162,8 @@ class ConsumeQueue:
         i = max(0, len(files) - 3)
         while True:
             mf = files[i]
-            valid = valid_units(self._file_units(mf, self.file_size))
+            with mf.view(0, self.file_size) as raw:      # read in place: no copy of the file
+                valid = valid_units(np.frombuffer(raw, CQ_UNIT_DTYPE))
             process = mf.file_from_offset + valid * CQ_STORE_UNIT_SIZE
             if valid * CQ_STORE_UNIT_SIZE == self.file_size and i + 1 < len(files):
                 i += 1
@@ -319,6 +320,8 @@ class ConsumeQueueStore:
 
     def truncate_dirty(self, phy_offset: int) -> None:
         for q in self.queues.values():
+            if q.max_physic_offset <= phy_offset:       # every record of this queue ends before the cut
+                continue
             q.truncate_dirty_logic_files(phy_offset)
             while q.max_physic_offset > phy_offset:    # the last unit's record runs past the end: a damaged size
                 q.truncate_dirty_logic_files(q.unit(q.max_offset_in_queue - 1)[0])

@@ -4,7 +4,7 @@
 __all__ = ['DispatchRequest', 'request_from_message', 'read_dispatch_request', 'DispatchEvent',
            'dispatch_range', 'ReputService', 'span_strings', 'property_spans', 'span_java_hashes',
            'scan_property', 'scan_topic_ids', 'SegmentBatch', 'index_key_columns', 'decode_segment_batch',
-           'build_consume_queues_bulk', 'scan_decode_segment']
+           'build_consume_queues_bulk', 'scan_decode_segment', 'dispatch_range_bulk']
 
 # %% ../book/05_dispatch.ipynb #c48f87bf
 import re, threading, time
@@ -127,9 +127,10 @@ class ReputService:
     "Follows the commit log and dispatches new records (RocketMQ's ReputMessageService)."
 
     def __init__(self, commit_log, dispatchers, from_offset: int = 0, interval_s: float = 0.001,
-                 observer=None):
+                 observer=None, bulk=None):
         self.commit_log = commit_log
         self.dispatchers = list(dispatchers)
+        self.bulk = bulk                  # batch dispatchers: the excursion at the end of this chapter
         self.reput_from_offset = from_offset
         self.interval_s = interval_s
         self.observer = observer
@@ -142,16 +143,21 @@ class ReputService:
     def dispatch_until(self, offset: int | None = None) -> int:
         "Dispatch synchronously up to `offset` (default: the end of the log); return the new reput offset."
         with self._lock:
-            self.reput_from_offset = dispatch_range(self.commit_log, self.reput_from_offset,
-                                                    self.dispatchers, offset, self.observer)
+            if self.bulk is not None and self.observer is None:     # in batches (excursion below)
+                self.reput_from_offset, _ = dispatch_range_bulk(self.commit_log, self.reput_from_offset,
+                                                                self.dispatchers, self.bulk, offset)
+            else:
+                self.reput_from_offset = dispatch_range(self.commit_log, self.reput_from_offset,
+                                                        self.dispatchers, offset, self.observer)
             return self.reput_from_offset
 
     def dispatch_behind_bytes(self) -> int:
         return max(0, self.commit_log.max_offset - self.reput_from_offset)
 
     def notify(self) -> None:
-        "A put happened: wake the thread now instead of at the next tick."
-        self._wake.set()
+        "A put happened: wake the thread now instead of at the next tick (once is enough)."
+        if not self._wake.is_set():     # the thread clears it before its pass: no put is missed
+            self._wake.set()
 
     def _run(self):
         while not self._stop.is_set():
@@ -520,6 +526,10 @@ def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | No
     return SegmentBatch(headers, ids, topics, codes, keys, uniq, index_rows, index_hashes)
 
 # %% ../book/05_dispatch.ipynb #782de4a5
+import warnings
+from .consume_queue import queue_folder_ok
+from .errors import DispatchWarning
+
 def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     "Write the units of a whole batch, queue by queue: the bytes per-record dispatch writes."
     h = batch.headers
@@ -531,12 +541,19 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     order = rows[np.argsort(key, kind="stable")]
     key = (batch.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
     cuts = np.flatnonzero(np.diff(key)) + 1
-    written = 0
+    written, last = 0, -1
     for g in np.split(order, cuts):
-        q = cq_store.find_or_create(batch.topics[int(batch.topic_ids[g[0]])], int(h["queue_id"][g[0]]))
-        written += q.put_bulk(h["commit_log_offset"][g], h["total_size"][g], batch.tags_codes[g],
-                              h["queue_offset"][g])
-    cq_store.logics_msg_timestamp = int(h["store_timestamp"][rows[-1]])
+        topic, qid = batch.topics[int(batch.topic_ids[g[0]])], int(h["queue_id"][g[0]])
+        if not queue_folder_ok(topic, qid):       # as ConsumeQueueStore.dispatch: a warning per record
+            for at in h["commit_log_offset"][g].tolist():
+                warnings.warn(DispatchWarning(f"the record at {at} has topic {topic[:40]!r}, "
+                                              f"queue {qid}: no consume queue can hold it"))
+            continue
+        written += cq_store.find_or_create(topic, qid).put_bulk(
+            h["commit_log_offset"][g], h["total_size"][g], batch.tags_codes[g], h["queue_offset"][g])
+        last = max(last, int(g[-1]))
+    if last >= 0:
+        cq_store.logics_msg_timestamp = int(h["store_timestamp"][last])
     return written
 
 # %% ../book/05_dispatch.ipynb #2b26426f
@@ -584,3 +601,56 @@ def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_ba
     status = RecordStatus.CORRUPT if why == 2 else _walk(buf, pos, n)[0]
     return headers, pos, status, _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash,
                                                key_wide, table, strings)
+
+# %% ../book/05_dispatch.ipynb #ffb25eac
+def _dispatch_rows(buf, base: int, pos: int, limit: int, bulk) -> tuple:
+    "Scan and decode buf[pos:limit]; hand its clean prefix to every bulk dispatcher: (stop, rows)."
+    headers, stop, _, batch = scan_decode_segment(buf, pos, end=limit)
+    moved = np.flatnonzero(headers["commit_log_offset"] != base + headers["offset"])
+    if len(moved):                       # a foreign record: the rows before it, then one step
+        stop = int(headers["offset"][moved[0]])
+        headers, _, _, batch = scan_decode_segment(buf, pos, end=stop)
+    if len(headers):
+        for b in bulk:
+            b(batch)
+    return stop, len(headers)
+
+def _odd_record(buf, base: int, pos: int, dispatchers) -> tuple:
+    "The per-record step for the record at pos (dispatched if it is a message): (step, size)."
+    req = read_dispatch_request(buf, pos)
+    step = _next_step(req, base + pos)
+    if step == "dispatch":
+        for d in dispatchers:
+            d(req)
+    return step, req.msg_size
+
+# %% ../book/05_dispatch.ipynb #7e99f22e
+def dispatch_range_bulk(commit_log, from_offset: int, dispatchers, bulk, to_offset: int | None = None):
+    """`dispatch_range` in batches: each segment's readable records go to the `bulk` dispatchers
+    at once; a record the scan stops at takes the per-record step. (offset reached, records)."""
+    mfq = commit_log.mfq
+    offset = max(from_offset, commit_log.min_offset)
+    end = commit_log.max_offset if to_offset is None else min(to_offset, commit_log.max_offset)
+    count = 0
+    while offset < end:
+        mf = mfq.find_by_offset(offset)
+        base = mf.file_from_offset
+        with mf.view(0, min(mf.read_position, end - base)) as buf:
+            pos, limit = offset - base, len(buf)
+            while pos < limit:
+                pos, rows = _dispatch_rows(buf, base, pos, limit, bulk)
+                count += rows
+                if pos >= limit:
+                    break
+                step, size = _odd_record(buf, base, pos, dispatchers)
+                count += step == "dispatch"
+                if step == "stop":
+                    return base + pos, count
+                if step == "blank":
+                    pos = mf.file_size
+                    break
+                pos += size
+        offset = base + pos
+        if pos < mf.file_size:      # the readable part of this segment is done
+            break
+    return offset, count

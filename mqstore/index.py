@@ -270,6 +270,7 @@ class IndexService:
         self.max_msgs_num_batch = max_msgs_num_batch
         self.on_file_full = on_file_full
         self.files: list[IndexFile] = []
+        self.opening_timestamp = 0       # while put_bulk runs: the store time of the entry it puts next
 
     @property
     def end_phy_offset(self) -> int:
@@ -405,11 +406,15 @@ class IndexService:
         keep = phy >= self.end_phy_offset
         h, phy, ts = h[keep], phy[keep], ts[keep]
         done = 0
-        while done < len(h):
-            f = self.last_file()
-            take = min(f.index_num - f._count, len(h) - done)
-            _bulk_fill(f, h[done:done + take], phy[done:done + take], ts[done:done + take])
-            done += take
+        try:
+            while done < len(h):
+                self.opening_timestamp = int(ts[done])      # a new file may be named by this entry's time
+                f = self.last_file()
+                take = min(f.index_num - f._count, len(h) - done)
+                _bulk_fill(f, h[done:done + take], phy[done:done + take], ts[done:done + take])
+                done += take
+        finally:
+            self.opening_timestamp = 0
         return done
 
     def build_index_bulk(self, batch) -> int:

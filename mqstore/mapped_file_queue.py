@@ -214,12 +214,22 @@ def scan_segment_folder(folder, file_size: int):
     return [p for _, p in entries], empty_tail
 
 # %% ../book/02_mapped_file_queue.ipynb #f5db04e5
-def zero_tail(mf: MappedFile, pos: int) -> None:
-    "Zero [pos, end of file) of a mapped file and force it to disk."
-    length = mf.file_size - pos
-    if length > 0:
-        mf.write_at(pos, bytes(length))
-        mf.force()
+def zero_tail(mf: MappedFile, pos: int, chunk: int = 4 << 20) -> None:
+    """Zero [pos, end of file) of a mapped file and force it to disk. Only the part up to the last
+    chunk that holds a byte other than zero is written: a clean tail costs a read and a flush of
+    nothing, not a segment of zeros written."""
+    import numpy as np
+    end = mf.file_size
+    while end > pos:                                 # from the end: where does the last data sit?
+        start = max(pos, end - chunk)
+        with mf.view(start, end) as part:
+            if np.frombuffer(part, np.uint8).any():
+                break
+        end = start
+    if end > pos:
+        mf.write_at(pos, bytes(end - pos))
+    if mf.file_size > pos:
+        mf.force()                                   # as before: what stays is on disk
 
 # %% ../book/02_mapped_file_queue.ipynb #81162274
 import mmap, threading

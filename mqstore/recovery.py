@@ -75,21 +75,30 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
 import numpy as np
 from .message import scan_segment
 
-def _scan_one_segment(buf, base: int, check_crc: bool = True):
-    "(valid scan rows, stop position, status, reason, the RecordChecked of the record that stopped it or None)."
-    headers, pos, status = scan_segment(buf, 0, check_crc=check_crc)
+def _scan_one_segment(buf, base: int, check_crc: bool = True, decode: bool = False):
+    """(valid scan rows, stop position, status, reason, the RecordChecked of the record that stopped it
+    or None); with `decode`, a sixth item: the valid rows decoded for dispatch (a SegmentBatch)."""
+    if decode:
+        from mqstore.dispatch import scan_decode_segment
+        headers, pos, status, batch = scan_decode_segment(buf, 0, check_crc=check_crc)
+    else:
+        headers, pos, status = scan_segment(buf, 0, check_crc=check_crc)
     moved = np.flatnonzero(headers["commit_log_offset"] != base + headers["offset"])
     if len(moved):                           # a record copied from another place or store
         i = int(moved[0])
         pos = int(headers["offset"][i])
         reason = (f"PHYSICALOFFSET {int(headers['commit_log_offset'][i])} "
                   f"is not the record's position {base + pos}")
-        return headers[:i], pos, RecordStatus.CORRUPT, reason, RecordChecked(
-            base + pos, int(headers["total_size"][i]), "OK")
+        stopped = RecordChecked(base + pos, int(headers["total_size"][i]), "OK")
+        if decode:                           # the rows before it, decoded again on their own
+            headers, _, _, batch = scan_decode_segment(buf, 0, check_crc=check_crc, end=pos)
+            return headers, pos, RecordStatus.CORRUPT, reason, stopped, batch
+        return headers[:i], pos, RecordStatus.CORRUPT, reason, stopped
     if pos >= len(buf):
-        return headers, pos, RecordStatus.END, "end of segment", None
+        return (headers, pos, RecordStatus.END, "end of segment", None) + ((batch,) if decode else ())
     r = check_record(buf, pos, check_crc=check_crc, read_body=False)     # the reason, in the reference's words
-    return headers, pos, r.status, r.reason, RecordChecked(base + pos, r.size, r.status.name)
+    return (headers, pos, r.status, r.reason, RecordChecked(base + pos, r.size, r.status.name)) + (
+        (batch,) if decode else ())
 
 def _replay_rows(buf, base: int, headers, observer, on_message) -> None:
     "The reference's per-record events and messages for scanned rows (only when asked for)."
@@ -100,8 +109,10 @@ def _replay_rows(buf, base: int, headers, observer, on_message) -> None:
             on_message(check_record(buf, off, check_crc=False, read_body=False).message)
 
 # %% ../book/07_recovery.ipynb #271e4b0a
-def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None):
-    "`walk_segments` with one vectorised scan per segment: the same verdict, events and messages."
+def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None,
+                       on_batch=None):
+    """`walk_segments` with one vectorised scan per segment: the same verdict, events and messages.
+    `on_batch` (instead of `on_message`) receives each segment's valid records decoded as one batch."""
     files = mfq.files
     index = start_index
     while True:
@@ -109,10 +120,13 @@ def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=N
         base = mf.file_from_offset
         with mf.view(0, mf.wrote_position) as buf:
             n = len(buf)
-            headers, pos, status, reason, stopped_by = _scan_one_segment(buf, base, check_crc)
+            headers, pos, status, reason, stopped_by, *batch = _scan_one_segment(buf, base, check_crc,
+                                                                                 on_batch is not None)
             if observer is not None or on_message is not None:
                 _replay_rows(buf, base, headers, observer, on_message)
-            del headers
+            if on_batch is not None and len(headers):
+                on_batch(batch[0])
+            del headers, batch
         if observer is not None and stopped_by is not None:
             observer(stopped_by)
         next_file = status is RecordStatus.BLANK or (status is RecordStatus.END and pos >= n)
@@ -215,8 +229,10 @@ class IndexFilesDropped:
 
 # %% ../book/07_recovery.ipynb #58fa7f5b
 def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bool = True,
-                       observer=None, not_after: int | None = None, fast: bool = True) -> int:
-    "RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate."
+                       observer=None, not_after: int | None = None, fast: bool = True,
+                       redispatch_batch=None) -> int:
+    """RocketMQ's abnormal recovery: choose a start, re-dispatch every valid record, truncate.
+    With `redispatch_batch` (and `fast`), each segment's valid records go to it as one batch."""
     files = commit_log.mfq.files
     if observer is not None:
         observer(RecoveryStarted("abnormal", len(files), min_timestamp, commit_log.mfq.min_offset,
@@ -235,9 +251,16 @@ def recover_abnormally(commit_log, min_timestamp: int, redispatch, check_crc: bo
         nonlocal count
         redispatch(m)
         count += 1
+    def on_batch(batch):
+        nonlocal count
+        redispatch_batch(batch)
+        count += len(batch.headers)
     first = files[start].file_from_offset
-    walk = walk_segments_fast if fast else walk_segments
-    process, _, _ = walk(commit_log.mfq, start, check_crc, observer, on_message)
+    if fast and redispatch_batch is not None:          # the excursion at the end of the chapter
+        process, _, _ = walk_segments_fast(commit_log.mfq, start, check_crc, observer, on_batch=on_batch)
+    else:
+        walk = walk_segments_fast if fast else walk_segments
+        process, _, _ = walk(commit_log.mfq, start, check_crc, observer, on_message)
     if observer is not None:
         observer(Redispatched(count, first, process))
     truncate_commit_log(commit_log, process, observer)

@@ -58,6 +58,7 @@ def plugin_calls(plugins, method: str):
 # %% ../book/07_recovery.ipynb #a4d6b30d
 class MessageStore:
     "A RocketMQ store: commit log, consume queues, index, checkpoint; start-up, recovery, shutdown."
+    batch_dispatch = True       # dispatch in batches (the excursion at the end); False: per record
 
     def __init__(self, root, config: StoreConfig | None = None, clock=None, observer=None,
                  read_only: bool = False, plugins=()):
@@ -92,7 +93,7 @@ class MessageStore:
         self.cq_store = ConsumeQueueStore(self.root, cfg.consume_queue_units).load(self.read_only)
         self._indexing_ts = 0
         self.index = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries,
-                                  clock=lambda: self._indexing_ts or self.clock(),
+                                  clock=lambda: self.index.opening_timestamp or self._indexing_ts or self.clock(),
                                   max_msgs_num_batch=cfg.max_msgs_num_batch,
                                   on_file_full=self._index_file_full)
         self.dropped_index_from = None
@@ -147,6 +148,20 @@ class MessageStore:
         for d in self._dispatchers():
             d(req)
 
+    def _batch_dispatchers(self):
+        "The dispatchers of a batch (consume queues, then the index), or None: per record only."
+        if not self.batch_dispatch or plugin_calls(self.plugins, "dispatch"):
+            return None
+        return [self._queue_batch] + ([self.index.build_index_bulk] if self.config.message_index_enable else [])
+
+    def _queue_batch(self, batch) -> int:
+        return build_consume_queues_bulk(self.cq_store, batch)
+
+    def _dispatch_batch(self, batch) -> None:
+        "Hand one decoded batch to every batch dispatcher, in order."
+        for d in self._batch_dispatchers():
+            d(batch)
+
     def recover(self) -> None:
         cfg = self.config
         if self.read_only:
@@ -160,8 +175,9 @@ class MessageStore:
         else:
             min_ts = (self.checkpoint.min_timestamp_index() if cfg.message_index_enable and cfg.message_index_safe
                       else self.checkpoint.min_timestamp())
+            batch = self._dispatch_batch if self._batch_dispatchers() else None     # excursion, end of chapter
             process = recover_abnormally(self.commit_log, min_ts, self._redispatch, cfg.check_crc_on_recover,
-                                         self.observer, not_after=self.dropped_index_from)
+                                         self.observer, not_after=self.dropped_index_from, redispatch_batch=batch)
         if not self.commit_log.mfq.files:
             self.cq_store.destroy()
         elif self.cq_store.max_physic_offset >= process:
@@ -202,7 +218,8 @@ class MessageStore:
             self.closed = False
             return
         reput_from = min(self._replay_from(), self.commit_log.max_offset)   # never past the end recovery found
-        self.reput = ReputService(self.commit_log, self._dispatchers(), from_offset=reput_from)
+        self.reput = ReputService(self.commit_log, self._dispatchers(), from_offset=reput_from,
+                                  bulk=self._batch_dispatchers())     # in batches: the excursion at the end
         self.reput.dispatch_until()                       # catch up before taking puts
         self._unstick_dispatch()
         self.commit_log.topic_queue_table = self.cq_store.recover_topic_queue_table(self.commit_log.min_offset)
@@ -406,6 +423,20 @@ class MessageStore:
             shutil.rmtree(self.root / derived, ignore_errors=True)
         (self.root / "checkpoint").unlink(missing_ok=True)
 
+    def put_batch(self, messages):
+        "Append many messages at once (see CommitLog.put_batch); nothing is written if one is invalid."
+        self._check_open()
+        messages = list(messages) if not isinstance(messages, list) else messages
+        for m in messages:
+            check_message(m)                    # before anything is written
+        self._check_services()
+        result = self.commit_log.put_batch(messages)
+        self.reput.notify()
+        return result
+
+# %% ../book/07_recovery.ipynb #7d66b773
+from .dispatch import build_consume_queues_bulk
+
 # %% ../book/07_recovery.ipynb #f674aab5
 from .errors import MQStoreError
 
@@ -457,6 +488,15 @@ def check_host(host, what: str) -> None:
         raise InvalidMessageError(f"{what} must be an (ip, port) pair, not {host!r:.60}")
 
 # %% ../book/07_recovery.ipynb #f3d504d8
+def _ints_ok(m) -> bool:
+    "Every int field of `m` an int in its range (put is a hot path: one expression, no loop)."
+    q, f, s, b, r, p = m.queue_id, m.flag, m.sys_flag, m.born_timestamp, m.reconsume_times, m.prepared_transaction_offset
+    o = getattr(m, "queue_offset", 0)
+    return (type(q) is int and type(f) is int and type(s) is int and type(b) is int and type(r) is int
+            and type(p) is int and type(o) is int and 0 <= q <= MAX_QUEUE_ID and -2**31 <= f < 2**31
+            and -2**31 <= s < 2**31 and -2**31 <= r < 2**31 and -2**63 <= b < 2**63 and -2**63 <= p < 2**63
+            and -2**63 <= o < 2**63)
+
 def check_message(msg) -> None:
     "Raise a named MessageError for anything in `msg` the record cannot hold as given."
     if not isinstance(msg, Message):
@@ -471,10 +511,11 @@ def check_message(msg) -> None:
         raise InvalidMessageError(f"a body is bytes, bytearray or memoryview, not {type(body).__name__}")
     if isinstance(body, memoryview) and (body.ndim != 1 or body.format not in "Bbc" or not body.contiguous):
         raise InvalidMessageError(f"a memoryview body must be flat bytes, not format {body.format!r}")
-    for name, (lo, hi) in _INT_FIELDS:
-        v = getattr(msg, name, 0)
-        if type(v) is not int or not lo <= v <= hi:
-            raise InvalidMessageError(f"{name} must be an int in [{lo}, {hi}], not {v!r:.40}")
+    if not _ints_ok(msg):                   # the common case in one expression, the details here
+        for name, (lo, hi) in _INT_FIELDS:
+            v = getattr(msg, name, 0)
+            if type(v) is not int or not lo <= v <= hi:
+                raise InvalidMessageError(f"{name} must be an int in [{lo}, {hi}], not {v!r:.40}")
     if type(msg.properties) is not dict:
         raise InvalidMessageError(f"properties must be a dict, not {type(msg.properties).__name__}")
     for k, v in msg.properties.items():
