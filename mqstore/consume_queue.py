@@ -30,10 +30,14 @@ def encode_unit(offset: int, size: int, tags_code: int) -> bytes:
 # %% ../book/05_dispatch.ipynb #c4f3e3a1
 FILLER_UNIT = encode_unit(0, FILLER_SIZE, 0)
 
-def valid_units(units: np.ndarray) -> int:
+def valid_units(units: np.ndarray, chunk: int = 1 << 14) -> int:
     "How many units from the start are valid (offset >= 0 and size > 0) before the first invalid one."
-    bad = (units["offset"] < 0) | (units["size"] <= 0)
-    return int(np.argmax(bad)) if bad.any() else len(units)
+    for a in range(0, len(units), chunk):        # in chunks: a mostly empty file is not read whole
+        u = units[a:a + chunk]
+        bad = (u["offset"] < 0) | (u["size"] <= 0)
+        if bad.any():
+            return a + int(np.argmax(bad))
+    return len(units)
 
 # %% ../book/05_dispatch.ipynb #82e71614
 def check_topic_folder_name(topic: str) -> None:

@@ -218,12 +218,8 @@ def __dir__():
 ''')
 
 
-def export(book: Path, lib: Path) -> None:
-    for old in lib.rglob("*.py"):
-        old.unlink()
-    for sub in sorted(p for p in lib.rglob("*") if p.is_dir()):
-        if sub.name == "__pycache__":
-            shutil.rmtree(sub, ignore_errors=True)
+def _export_fresh(book: Path, lib: Path) -> None:
+    "Write every module of the chapters in `book` into an empty folder `lib`."
     for nb in sorted(book.glob("*.ipynb")):
         nb_export(str(nb), str(lib), mod_maker=_fresh_module)
     fold_package(lib)
@@ -231,6 +227,34 @@ def export(book: Path, lib: Path) -> None:
     viz = lib / "viz"
     viz.mkdir(exist_ok=True)
     (viz / "__init__.py").write_text(HEADER + '"""Pictures of the live engine (imports matplotlib)."""\n')
+
+
+def export(book: Path, lib: Path) -> None:
+    """Export into a scratch copy beside a copy of the chapters (so the generated back-links are the
+    same), then bring `lib` in line: only files whose bytes changed are written and modules no chapter
+    makes any more are removed. Unchanged modules keep their mtime, so numba's cache of the compiled
+    kernels (keyed on it) stays valid."""
+    import tempfile
+    if book.resolve().parent != lib.resolve().parent:    # not siblings: write in place, from scratch
+        for old in lib.rglob("*.py"):
+            old.unlink()
+        return _export_fresh(book, lib)
+    with tempfile.TemporaryDirectory(prefix="mqstore-export-") as tmp:
+        scratch_book, scratch_lib = Path(tmp) / book.name, Path(tmp) / lib.name
+        scratch_book.mkdir()
+        for nb in book.glob("*.ipynb"):
+            shutil.copy2(nb, scratch_book / nb.name)
+        scratch_lib.mkdir()
+        _export_fresh(scratch_book, scratch_lib)
+        made = {p.relative_to(scratch_lib) for p in scratch_lib.rglob("*.py")}
+        for rel in sorted(made):
+            new, old = (scratch_lib / rel).read_bytes(), lib / rel
+            if not old.exists() or old.read_bytes() != new:
+                old.parent.mkdir(parents=True, exist_ok=True)
+                old.write_bytes(new)
+        for old in lib.rglob("*.py"):
+            if old.relative_to(lib) not in made and "__pycache__" not in old.parts:
+                old.unlink()
 
 
 if __name__ == "__main__":
