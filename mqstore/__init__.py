@@ -349,6 +349,7 @@ _API = {
     'write_sparse': 'realstore',
     'assemble_store': 'realstore',
     'assemble_vector_store': 'realstore',
+    'SPLIT_BYTES': 'recovery',
     'RecordChecked': 'recovery',
     'WalkStopped': 'recovery',
     'walk_segments': 'recovery',

@@ -204,3 +204,26 @@ def test_a_store_with_a_dispatching_plugin_keeps_the_per_record_path(tmp_path):
             s.put(m)
         assert s.wait_dispatched()
     assert plugin.n == 30
+
+
+def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_files(tmp_path):
+    "Without an observer, a segment is scanned in two halves in two threads (SPLIT_BYTES lowered here)."
+    import mqstore.recovery as recovery
+    with open_store(tmp_path / "s", True) as s:
+        for m in store_msgs(300, seed=2):
+            s.put(m)
+        s.wait_dispatched()
+    out = {}
+    saved, recovery.SPLIT_BYTES = recovery.SPLIT_BYTES, 1
+    try:
+        for batch in (True, False):
+            copy = tmp_path / f"copy-{batch}"
+            shutil.copytree(tmp_path / "s", copy)
+            create_abort_file(copy)
+            (copy / "checkpoint").write_bytes(bytes(len((copy / "checkpoint").read_bytes())))
+            with open_store(copy, batch) as s:
+                out[batch] = (s.recovered_offset, s.commit_log.max_offset)
+            out[batch] += (derived_files(copy),)
+    finally:
+        recovery.SPLIT_BYTES = saved
+    assert out[True] == out[False] and out[True][0] > 0 and len(out[True][2]) > 10

@@ -132,3 +132,33 @@ def test_fast_recoveries_leave_the_same_store(msgs, data):
         assert slow == fast
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(messages, max_size=40), st.data())
+def test_a_segment_scanned_in_two_halves_decides_like_the_reference(msgs, data):
+    "SPLIT_BYTES lowered so that every segment is scanned in two halves at once (`_scan_parts`)."
+    import mqstore.recovery as recovery
+    root = Path(tempfile.mkdtemp(prefix="mqstore-split-"))
+    saved, recovery.SPLIT_BYTES = recovery.SPLIT_BYTES, 1
+    try:
+        files, records = build_log(root, msgs)
+        if files and data.draw(st.integers(0, 3)) > 0:
+            damage(files, records, data)
+        check_crc = data.draw(st.booleans())
+        log = CommitLog(root, CFG).load()
+        try:
+            for start in range(len(log.mfq.files)):
+                batches = []
+                ref = walk_segments(log.mfq, start, check_crc)
+                assert walk_segments_fast(log.mfq, start, check_crc) == ref
+                assert walk_segments_fast(log.mfq, start, check_crc, on_batch=batches.append) == ref
+                replayed = []
+                walk_segments(log.mfq, start, check_crc, on_message=replayed.append)
+                offsets = [int(o) for b in batches for o in b.headers["commit_log_offset"]]
+                assert offsets == [m.commit_log_offset for m in replayed]
+        finally:
+            log.shutdown()
+    finally:
+        recovery.SPLIT_BYTES = saved
+        shutil.rmtree(root, ignore_errors=True)
