@@ -91,9 +91,14 @@ def _damaged_copies(root, tmp_path):
     return out
 
 
-def test_fast_parts_equal_the_simple_parts(tmp_path):
-    "The compiled task (scan_decode_segment, the decode's key columns) = the simple one, damaged input too."
-    import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("accel", ["1", "0"])
+def test_fast_parts_equal_the_simple_parts(tmp_path, monkeypatch, accel):
+    """The fast task (scan_decode_segment, the decode's key columns) = the simple one, damaged input too,
+    with the compiled kernels and with the numpy fallback (MQSTORE_ACCEL=0)."""
+    monkeypatch.setenv("MQSTORE_ACCEL", accel)
     from mqstore.message import TRANSACTION_ROLLBACK_TYPE
     counter = itertools.count()
     log = CommitLog(tmp_path / "s", CONFIG, clock=lambda: START + 3 * next(counter)).load()
