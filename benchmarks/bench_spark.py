@@ -1,8 +1,9 @@
 """Rebuild of consume queues and index files from 1 GiB of commit log of the realistic mix
 (MQSTORE_BENCH_SCALE shrinks it): the single-process engine (the fast path) and Spark local[2],
 in one run, on the same store, each repeated (MQSTORE_BENCH_REPEAT) with the spread printed.
-Spark's start-up (session, then a warm-up job that starts the Python workers) is timed and
-printed separately and not counted in its rate.
+Start-up is timed and printed separately and not counted in either rate: Spark's session and its
+warm-up job (`mqstore.pipeline.warm_up`: a Python worker per core, the compiled kernels loaded in
+each), and the single process's first rebuild (the kernels loaded from numba's cache).
 Goal (issue 18): Spark's per-core throughput >= 0.5x the single process's, on >= 1 GiB.
 
 The store of `make bench` is the realistic mix (`_common.mix_stream`, 64 MiB segments so that
@@ -98,42 +99,53 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
-if __name__ == "__main__":
+def run(repeat: int | None = None) -> dict:
+    """Both engines on one store of the mix, in one run: every timing (seconds), for chapter 11 too.
+    Start-up is timed apart: the single process's first rebuild (numba loads its kernels), Spark's
+    session and its warm-up job (`warm_up`: a Python worker per core, kernels loaded in each)."""
     import statistics
-    from mqstore.pipeline import rebuild, spark_session, tree_digests
-    repeat = repeats()
+    from mqstore.pipeline import rebuild, spark_session, tree_digests, warm_up
+    repeat = repeat or repeats()
     work = Path(tempfile.mkdtemp(prefix="mqstore-bench-spark-"))
     config = StoreConfig(commit_log_file_size=SEGMENT)
+    out = {"single": [], "spark": []}
     try:
         n = mix_count(TOTAL)
-        end, dt = timed(lambda: write_mix_segments(work / "store" / "commitlog", mix_stream(n), SEGMENT))
-        segs = len(list((work / "store" / "commitlog").iterdir()))
-        nbytes = sum(p.stat().st_size for p in (work / "store" / "commitlog").iterdir())
-        print(f"# bench_spark: {n:,} records of the realistic mix, {end / 2**20:,.0f} MiB in {segs} segments "
-              f"of {SEGMENT >> 20} MiB (written in {dt:.1f} s); scale {scale()}, load {load()}")
-        singles, sparks = [], []
+        end, out["write s"] = timed(lambda: write_mix_segments(work / "store" / "commitlog", mix_stream(n), SEGMENT))
+        out.update(records=n, bytes=end, segment=SEGMENT, segments=len(list((work / "store" / "commitlog").iterdir())))
+        _, out["single start-up"] = timed(lambda: rebuild(work / "store", work / "warm", engine="local", config=config))
         for k in range(repeat):
             single, t = timed(lambda: rebuild(work / "store", work / f"single{k}", engine="local", config=config))
-            singles.append(t)
-        spark, t_start = timed(lambda: spark_session("local[2]", app_name="bench_spark"))
-        cores = spark.sparkContext.defaultParallelism
-        _, t_warm = timed(lambda: spark.range(0, cores, 1, numPartitions=cores)
-                          .mapInArrow(lambda it: it, "id bigint").count())
-        print(f"     Spark start-up, not counted: session ({spark.sparkContext.master}) {t_start:.1f} s, "
-              f"warm-up job (starts the Python workers) {t_warm:.1f} s")
+            out["single"].append(t)
+        spark, out["session"] = timed(lambda: spark_session("local[2]", app_name="bench_spark"))
+        out["cores"], out["master"] = spark.sparkContext.defaultParallelism, spark.sparkContext.master
+        out["workers"], out["warm-up"] = timed(lambda: warm_up(spark))
         for k in range(repeat):
             par, t = timed(lambda: rebuild(work / "store", work / f"spark{k}", spark=spark, config=config))
-            sparks.append(t)
+            out["spark"].append(t)
         spark.stop()
         assert single["messages"] == par["messages"] == n
-        same = tree_digests(work / "single0") == tree_digests(work / "spark0")
-        assert same, "the Spark rebuild differs from the single-process rebuild"
+        out["same"] = tree_digests(work / "single0") == tree_digests(work / "spark0")
+        assert out["same"], "the Spark rebuild differs from the single-process rebuild"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+if __name__ == "__main__":
+    import statistics
+    r = run()
+    n, end, cores, singles, sparks = r["records"], r["bytes"], r["cores"], r["single"], r["spark"]
+    print(f"# bench_spark: {n:,} records of the realistic mix, {end / 2**20:,.0f} MiB in {r['segments']} segments "
+          f"of {SEGMENT >> 20} MiB (written in {r['write s']:.1f} s); scale {scale()}, load {load()}")
+    print(f"     start-up, not counted: single process, first rebuild (kernels loaded) {r['single start-up']:.1f} s; "
+          f"Spark session ({r['master']}) {r['session']:.1f} s, warm-up job {r['warm-up']:.1f} s: "
+          + ", ".join(f"worker {w['pid']} {w['seconds']:.2f} s (numba cache hits {w['cache_hits']}, "
+                      f"misses {w['cache_misses']})" for w in r["workers"]))
     mib = end / 2**20
     r_single, r_spark = mib / statistics.median(singles), mib / statistics.median(sparks)
     print(f"     single process {r_single:,.1f} MiB/s (runs {spread(singles)}), Spark local[{cores}] "
-          f"{r_spark:,.1f} MiB/s (runs {spread(sparks)}); identical output: {same}")
+          f"{r_spark:,.1f} MiB/s (runs {spread(sparks)}); identical output: {r['same']}")
     goal("bench_spark", f"Spark rebuild per core, local[{cores}] (MiB/s)", r_spark / cores, "MiB/s",
          "the single-process rebuild (fast path)", r_single, 0.5, sparks,
          f"single-process runs {spread(singles)}; store {mib:,.0f} MiB (the goal asks >= 1 GiB)")

@@ -2,10 +2,11 @@
 
 # %% auto #0
 __all__ = ['MESSAGE_FIELDS', 'EXTRA_FIELDS', 'MESSAGE_COLUMNS', 'LOG4J2_PROPERTIES', 'SESSION_DEFAULTS', 'UNIT_PART',
-           'KEYED_PART', 'PARTS_DDL', 'AUDIT_COLUMNS', 'FINDING_KINDS', 'Segment', 'store_path', 'store_segments',
-           'arrow_schema', 'mapped_segment', 'segment_table', 'decode_segment', 'spark_home', 'default_log_dir',
-           'spark_session', 'spark_ddl', 'segment_frame', 'read_messages', 'tree_digests', 'write_index',
-           'segment_parts', 'rebuild', 'segment_faults', 'audit', 'audit_summary', 'export_parquet']
+           'KEYED_PART', 'PARTS_DDL', 'WARM_UP_DDL', 'AUDIT_COLUMNS', 'FINDING_KINDS', 'Segment', 'store_path',
+           'store_segments', 'arrow_schema', 'mapped_segment', 'segment_table', 'decode_segment', 'spark_home',
+           'default_log_dir', 'spark_session', 'spark_ddl', 'segment_frame', 'read_messages', 'tree_digests',
+           'write_index', 'segment_parts', 'warm_up', 'rebuild', 'segment_faults', 'audit', 'audit_summary',
+           'export_parquet']
 
 # %% ../book/10_spark_pipeline.ipynb #5892ce1e
 import hashlib, mmap, os, sys, tempfile
@@ -458,20 +459,41 @@ def _keyed_part(h, lists):
     return keyed, hashes
 
 # %% ../book/10_spark_pipeline.ipynb #c3395d03
+from .dispatch import scan_decode_segment
+
+def _keyed_part_fast(h, batch, with_index: bool = True):
+    "`_keyed_part` from the decode's own key columns (`batch.index_rows`, `batch.index_hashes`): no strings."
+    keep = (h["sys_flag"] & _TX_MASK) != _TX_MASK if with_index else np.zeros(len(h), bool)
+    keyed = np.empty(int(keep.sum()), KEYED_PART)
+    keyed["offset"], keyed["store_timestamp"] = h["commit_log_offset"][keep], h["store_timestamp"][keep]
+    hashes = np.zeros(0, "<i8")
+    if with_index:
+        rows = np.asarray(batch.index_rows, np.int64)
+        mine = keep[rows]
+        keyed["keys"] = np.bincount(rows[mine], minlength=len(h))[keep]
+        hashes = np.asarray(batch.index_hashes, np.int64)[mine].astype("<i8")
+    return keyed, hashes
+
+# %% ../book/10_spark_pipeline.ipynb #3f3926ca
 PARTS_DDL = "segment bigint, topic string, queue_id int, records bigint, units binary, keyed binary, hashes binary"
 _PARTS_SCHEMA = pa.schema([("segment", pa.int64()), ("topic", pa.string()), ("queue_id", pa.int32()),
                            ("records", pa.int64()), ("units", pa.binary()), ("keyed", pa.binary()),
                            ("hashes", pa.binary())])
 
-def segment_parts(path, segment_offset: int, with_index: bool = True) -> pa.Table:
+def _decode_parts(buf, with_index: bool, fast: bool):
+    "(headers, queue rows, keyed part, hashes) of a mapped segment."
+    if fast:
+        h, _, _, batch = scan_decode_segment(buf, 0)
+        return (h, _queue_rows(batch), *_keyed_part_fast(h, batch, with_index))
+    h, _, _ = scan_segment(buf, 0)
+    batch = decode_segment_batch(buf, h)
+    return (h, _queue_rows(batch), *_keyed_part(h, _index_hashes(batch) if with_index else None))
+
+def segment_parts(path, segment_offset: int, with_index: bool = True, fast: bool = True) -> pa.Table:
     """What a rebuild task sends back for one segment: a row per queue with its units, and a row
     (topic null) with the index keys of the segment, every array as little-endian bytes."""
     with mapped_segment(path) as buf:
-        h, _, _ = scan_segment(buf, 0)
-        batch = decode_segment_batch(buf, h)
-        queues = _queue_rows(batch)
-        lists = _index_hashes(batch) if with_index else None
-    keyed, hashes = _keyed_part(h, lists)
+        h, queues, keyed, hashes = _decode_parts(buf, with_index, fast)
     rows = [(segment_offset, topic, queue_id, None, units, None, None) for topic, queue_id, units in queues]
     rows.append((segment_offset, None, None, len(h), None, keyed.tobytes(), hashes.tobytes()))
     return pa.table({name: [r[k] for r in rows] for k, name in enumerate(_PARTS_SCHEMA.names)},
@@ -483,8 +505,13 @@ def _write_index_rows(rows, out: Path, config: StoreConfig, clock) -> tuple:
     if not config.message_index_enable:
         return 0, 0
     index_rows = [r for r in rows if r["topic"] is None]
-    keyed = np.concatenate([np.frombuffer(r["keyed"], KEYED_PART) for r in index_rows] or [np.zeros(0, KEYED_PART)])
-    hashes = np.concatenate([np.frombuffer(r["hashes"], "<i8") for r in index_rows] or [np.zeros(0, "<i8")])
+    keyed = [np.frombuffer(r["keyed"], KEYED_PART) for r in index_rows]
+    return _write_keyed(out, config, keyed, [np.frombuffer(r["hashes"], "<i8") for r in index_rows], clock)
+
+def _write_keyed(out: Path, config: StoreConfig, keyed: list, hashes: list, clock) -> tuple:
+    "Index files from the keyed parts and hashes of the segments, in order; return (entries, files)."
+    keyed = np.concatenate(keyed or [np.zeros(0, KEYED_PART)])
+    hashes = np.concatenate(hashes or [np.zeros(0, "<i8")])
     per = keyed["keys"].astype(np.int64)
     service = write_index(out, config, hashes, np.repeat(keyed["offset"], per),
                           np.repeat(keyed["store_timestamp"], per), clock)
@@ -501,8 +528,8 @@ def _write_parts(parts: pa.Table, out: Path, config: StoreConfig, clock):
     return messages, queues, entries, files
 
 # %% ../book/10_spark_pipeline.ipynb #e9d7673f
-def _parts_frame(spark, segments, with_index: bool = True):
-    "A DataFrame of `segment_parts` of every segment, one task per segment."
+def _parts_frame(spark, segments, with_index: bool = True, tasks: int | None = None):
+    "A DataFrame of `segment_parts` of every segment: one task per segment, or `tasks` runs of segments."
     places = [(s.path, s.offset) for s in segments]
 
     def decode(batches):
@@ -511,31 +538,54 @@ def _parts_frame(spark, segments, with_index: bool = True):
                 yield from segment_parts(*places[i], with_index=with_index).to_batches()
 
     n = len(places)
-    return spark.range(0, n, 1, numPartitions=max(n, 1)).mapInArrow(decode, PARTS_DDL)
+    return spark.range(0, n, 1, numPartitions=max(min(tasks or n, n), 1)).mapInArrow(decode, PARTS_DDL)
 
 def _rebuild_spark(spark, segments, out: Path, config: StoreConfig, clock):
-    parts = _spark_job("decoding segments", _parts_frame(spark, segments, config.message_index_enable).toArrow)
-    return _write_parts(parts, out, config, clock)
+    tasks = 2 * spark.sparkContext.defaultParallelism          # two runs of segments per core
+    frame = _parts_frame(spark, segments, config.message_index_enable, tasks)
+    return _write_parts(_spark_job("decoding segments", frame.toArrow), out, config, clock)
+
+# %% ../book/10_spark_pipeline.ipynb #625c73cc
+WARM_UP_DDL = "pid bigint, seconds double, compiled boolean, cache_hits bigint, cache_misses bigint"
+
+def _warm_task(batches):
+    "In a worker: load the engine and the compiled kernels by decoding a one-record segment."
+    import time
+    from mqstore.message import Message, compiled_kernels, encode_record
+    t0 = time.perf_counter()
+    for _ in batches:
+        pass
+    msg = Message("warm-up", b"x", properties={"KEYS": "k", "UNIQ_KEY": "u"})
+    scan_decode_segment(encode_record(msg.to_stored(store_host=("127.0.0.1", 10911))) + bytes(8), 0)
+    K = compiled_kernels()
+    stats = [K.scan_decode_records.stats] if K is not None else []
+    yield pa.RecordBatch.from_pylist([{
+        "pid": os.getpid(), "seconds": time.perf_counter() - t0, "compiled": K is not None,
+        "cache_hits": sum(sum(s.cache_hits.values()) for s in stats),
+        "cache_misses": sum(sum(s.cache_misses.values()) for s in stats)}])
+
+def warm_up(spark) -> list:
+    "One task per core that starts its Python worker and loads the compiled kernels: a list of dicts."
+    n = spark.sparkContext.defaultParallelism
+    frame = spark.range(0, n, 1, numPartitions=n).mapInArrow(_warm_task, WARM_UP_DDL)
+    return [r.asDict() for r in _spark_job("warming up the Python workers", frame.collect)]
 
 # %% ../book/10_spark_pipeline.ipynb #4c44a595
-def _local_index_part(h, batch) -> tuple:
-    "(hashes, physical offset per hash, store time per hash) of one segment's kept records."
-    keep = (h["sys_flag"] & _TX_MASK) != _TX_MASK
-    lists = _index_hashes(batch).filter(pa.array(keep))
-    per = lists.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
-    return (lists.flatten().to_numpy(), np.repeat(h["commit_log_offset"][keep], per),
-            np.repeat(h["store_timestamp"][keep], per))
-
-def _rebuild_local(segments, out: Path, config: StoreConfig, clock):
+def _rebuild_local(segments, out: Path, config: StoreConfig, clock, fast: bool = True):
+    "Segment after segment in this process: queues written as they come, index parts kept for the end."
     cq = ConsumeQueueStore(out, config.consume_queue_units)
-    messages, parts = 0, []
+    messages, keyed, hashes = 0, [], []
     for s in segments:
         with mapped_segment(s.path) as buf:
-            h, _, _ = scan_segment(buf, 0)
-            batch = decode_segment_batch(buf, h)
+            if fast:
+                h, _, _, batch = scan_decode_segment(buf, 0)
+                k, x = _keyed_part_fast(h, batch, config.message_index_enable)
+            else:
+                h, _, _ = scan_segment(buf, 0)
+                batch = decode_segment_batch(buf, h)
+                k, x = _keyed_part(h, _index_hashes(batch) if config.message_index_enable else None)
             build_consume_queues_bulk(cq, batch)
-            if config.message_index_enable:
-                parts.append(_local_index_part(h, batch))
+            keyed.append(k); hashes.append(x)
             messages += len(h)
             del h, batch
     cq.flush()
@@ -543,10 +593,7 @@ def _rebuild_local(segments, out: Path, config: StoreConfig, clock):
     cq.close()
     entries = index_files = 0
     if config.message_index_enable:
-        cat = [np.concatenate([p[j] for p in parts]) if parts else np.zeros(0, np.int64) for j in range(3)]
-        service = write_index(out, config, *cat, clock=clock)
-        entries, index_files = len(cat[0]), len(service.files)
-        service.close()
+        entries, index_files = _write_keyed(out, config, keyed, hashes, clock)
     return messages, queues, entries, index_files
 
 # %% ../book/10_spark_pipeline.ipynb #a9885865
