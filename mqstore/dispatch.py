@@ -530,7 +530,7 @@ def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | No
 
 # %% ../book/05_dispatch.ipynb #782de4a5
 import warnings
-from .consume_queue import queue_folder_ok
+from .consume_queue import ConsumeQueue, queue_folder_ok
 from .errors import DispatchWarning
 
 def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
@@ -553,7 +553,7 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
                                               f"queue {qid}: no consume queue can hold it"))
             continue
         q = cq_store.find_or_create(topic, qid)
-        if len(g) <= 8:                          # a few units: put's own guards cost less than numpy's
+        if len(g) <= 8 and isinstance(q, ConsumeQueue):   # a few units: put's guards cost less than numpy
             for row in g.tolist():
                 written += q.put(int(h["commit_log_offset"][row]), int(h["total_size"][row]),
                                  int(batch.tags_codes[row]), int(h["queue_offset"][row]))
