@@ -381,6 +381,7 @@ _API = {
     'FlushConsumeQueueService': 'store',
     'plugin_calls': 'store',
     'MessageStore': 'store',
+    'QueueTailsDropped': 'store',
     'guard_thread': 'store',
     'check_topic': 'store',
     'check_host': 'store',

@@ -2,8 +2,9 @@
 
 # %% auto #0
 __all__ = ['TOPIC_MAX_LENGTH', 'STORE_ENTRIES', 'FlushConsumeQueueService', 'plugin_calls', 'MessageStore',
-           'guard_thread', 'check_topic', 'check_host', 'check_message', 'check_query_arguments',
-           'check_config', 'check_open_arguments', 'check_store_root', 'last_store_timestamp', 'repair_store']
+           'QueueTailsDropped', 'guard_thread', 'check_topic', 'check_host', 'check_message',
+           'check_query_arguments', 'check_config', 'check_open_arguments', 'check_store_root',
+           'last_store_timestamp', 'repair_store']
 
 # %% ../book/07_recovery.ipynb #1f709d3b
 import os, threading, time, warnings
@@ -134,6 +135,31 @@ class MessageStore:
             self._emit(IndexFilesDropped(tuple(dropped), kept_end))
         return kept_end         # even when nothing is dropped now: a crash during the last replay
 
+    def _tail_unit_ok(self, topic: str, queue_id: int, q) -> bool:
+        "Does the last unit of queue q describe the record it points at?"
+        offset, size, code = q.unit(q.max_offset_in_queue - 1)
+        try:
+            m = self.commit_log.get(offset, check_crc=False)
+        except MQStoreError:                 # no whole record there: cut with the log's tail, if past it
+            return True
+        return (m.total_size, m.topic, m.queue_id) == (size, topic, queue_id) and \
+            request_from_message(m).tags_code == code
+
+    def _drop_torn_queue_tails(self):
+        "Drop every last unit that disagrees with its record; the offset the replay must start at, or None."
+        dropped, replay_from = [], None
+        for (topic, qid), q in self.cq_store:
+            if q.max_offset_in_queue <= q.min_offset_in_queue or self._tail_unit_ok(topic, qid, q):
+                continue
+            q.mfq.truncate_dirty_files((q.max_offset_in_queue - 1) * CQ_STORE_UNIT_SIZE)
+            q.max_physic_offset = q._last_real_end()
+            end = q.max_physic_offset if q.max_physic_offset >= 0 else self.commit_log.min_offset
+            replay_from = end if replay_from is None else min(replay_from, end)
+            dropped.append(f"{topic}-{qid}")
+        if dropped:
+            self._emit(QueueTailsDropped(tuple(dropped), replay_from))
+        return replay_from
+
     def _build_index(self, req) -> int:
         "Index a record; a new index file is named by the store time of the record that opens it."
         self._indexing_ts = req.store_timestamp
@@ -176,8 +202,10 @@ class MessageStore:
             min_ts = (self.checkpoint.min_timestamp_index() if cfg.message_index_enable and cfg.message_index_safe
                       else self.checkpoint.min_timestamp())
             batch = self._dispatch_batch if self._batch_dispatchers() else None     # excursion, end of chapter
+            torn = None if self.rebuild else self._drop_torn_queue_tails()
+            not_after = min((x for x in (self.dropped_index_from, torn) if x is not None), default=None)
             process = recover_abnormally(self.commit_log, min_ts, self._redispatch, cfg.check_crc_on_recover,
-                                         self.observer, not_after=self.dropped_index_from, redispatch_batch=batch)
+                                         self.observer, not_after=not_after, redispatch_batch=batch)
         if not self.commit_log.mfq.files:
             self.cq_store.destroy()
         elif self.cq_store.max_physic_offset >= process:
@@ -433,6 +461,17 @@ class MessageStore:
         result = self.commit_log.put_batch(messages)
         self.reput.notify()
         return result
+
+# %% ../book/07_recovery.ipynb #7cca1524
+from dataclasses import dataclass
+from .consume_queue import CQ_STORE_UNIT_SIZE
+from .errors import MQStoreError
+
+@dataclass(frozen=True)
+class QueueTailsDropped:
+    "After a crash, the last unit of these queues disagreed with its record and was dropped."
+    queues: tuple
+    replay_from: int           # where the replay must start to write them again
 
 # %% ../book/07_recovery.ipynb #7d66b773
 from .dispatch import build_consume_queues_bulk
