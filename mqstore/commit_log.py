@@ -250,13 +250,16 @@ class CommitLog:
             if getattr(self, "_scratch", None) is None or len(self._scratch) < need:
                 self._scratch = np.empty(max(need, 1 << 20), np.uint8)
             buf = self._scratch
-        compiled_kernels().write_records(
-            buf, i, j, cols.bodies, cols.body_at, cols.body_len, cols.topics, cols.topic_at, cols.topic_len,
-            cols.magic, cols.tid, cols.props, cols.props_at, cols.props_len, cols.hosts, cols.host_at,
-            cols.host_len, cols.hid, cols.store, cols.ints, queue_offsets, offsets, ts)
-        if direct:
+        try:
+            compiled_kernels().write_records(
+                buf, i, j, cols.bodies, cols.body_at, cols.body_len, cols.topics, cols.topic_at, cols.topic_len,
+                cols.magic, cols.tid, cols.props, cols.props_at, cols.props_len, cols.hosts, cols.host_at,
+                cols.host_len, cols.hid, cols.store, cols.ints, queue_offsets, offsets, ts)
+        finally:
             del buf
-            view.release()
+            if direct:
+                view.release()                      # the map must not stay exported
+        if direct:
             mf.wrote_position = mf.committed_position = pos + need     # what `append` does
         else:
             mf.append(memoryview(self._scratch)[:need])

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from mqstore.commit_log import CommitLog, batch_columns
 from mqstore.config import StoreConfig
 from mqstore.errors import MessageError, MessageTooLargeError
-from mqstore.message import (Message, compiled_kernels, encode_message, TRANSACTION_PREPARED_TYPE,
+from mqstore.message import (Message, compiled_kernels, encode_message, stamp_record, TRANSACTION_PREPARED_TYPE,
                              TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 pytestmark = pytest.mark.skipif(compiled_kernels() is None, reason="needs the compiled kernels")
@@ -174,3 +174,29 @@ def test_many_distinct_topics_and_hosts_rebuild_the_piece_tables(tmp_path):
     "Past 4,096 distinct values the tables start again; the bytes do not change."
     msgs = [Message(f"topic-{i}", b"b", born_host=(f"10.{i // 250 % 250}.{i % 250}.1", i)) for i in range(5000)]
     assert_same(put_all(tmp_path, msgs, [1000, 3000, 1000], commit_log_file_size=1 << 20))
+
+
+def test_a_transient_segment_takes_the_scratch_buffer(tmp_path):
+    "A segment whose append goes to a write buffer (TransientMappedFile) gets the same bytes, via the scratch copy."
+    from mqstore.mapped_file import MappedFile, TransientMappedFile
+    msgs = [Message(f"T{i % 3}", bytes([i]) * (i * 7), properties={"TAGS": "x"} if i % 2 else {},
+                    born_host=("::1", 3) if i % 4 == 0 else ("10.0.0.1", 3)) for i in range(40)]
+    cols = batch_columns(msgs, ("127.0.0.1", 10911), 1 << 20)
+    offsets = np.cumsum(cols.sizes) - cols.sizes
+    queue_offsets = np.arange(40, dtype=np.int64)
+    log = new_log(tmp_path / "log")
+    out = []
+    for cls in (MappedFile, TransientMappedFile):
+        mf = cls.create(tmp_path / cls.__name__, 0, 1 << 16)
+        log._write_columns(mf, cols, 0, 40, queue_offsets, offsets, TS)
+        assert mf.wrote_position == int(cols.sizes.sum())
+        mf.commit()
+        out.append(mf.read(0, mf.wrote_position))
+        mf.close()
+    want = bytearray()
+    for m, q, off in zip(msgs, queue_offsets.tolist(), offsets.tolist()):
+        rec = encode_message(m, ("127.0.0.1", 10911))
+        stamp_record(rec, 0, q, off, TS)
+        want += rec
+    assert out[0] == out[1] == bytes(want)
+    log.shutdown()
