@@ -87,13 +87,26 @@ def run_writer(spec: dict, out_fd: int) -> None:
     _say(out_fd, "DONE")
 
 # %% ../book/08_crash_lab.ipynb #ccf47246
+def _warm_up() -> None:
+    "Open a scratch store, put and dispatch a few messages: every compiled kernel a writer calls is loaded."
+    import shutil, tempfile
+    from mqstore.store import MessageStore
+    root = tempfile.mkdtemp(prefix="mqstore-zygote-")
+    try:
+        with MessageStore.open(root, StoreConfig.small()) as store:
+            store.put_batch([workload_message(0, seq) for seq in range(4)])
+            store.put(workload_message(0, 4))
+            store.wait_dispatched()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
 def zygote_main() -> None:
     """A prepared process: imports mqstore once, then forks one writer per request (a JSON line on
-    stdin). It reports `PID n` after each fork and `EXIT n status` once the writer is gone."""
+    stdin). It says `ZYGOTE` when ready, `PID n` after each fork and `EXIT n status` once the writer is gone."""
     import mqstore.store  # noqa: F401  (the import is what the children inherit)
-    from mqstore.message import scan_segment
-    scan_segment(bytes(64), check_crc=True)   # the compiled kernels too, loaded once
+    _warm_up()                           # the compiled kernels too, loaded once (its threads are gone)
     out = sys.stdout.fileno()
+    _say(out, "ZYGOTE")
     while True:
         line = sys.stdin.buffer.readline()
         if not line or not line.strip():
@@ -128,10 +141,15 @@ class WriterRun:
 class Zygote:
     "The parent's handle on a zygote process: `run(spec, kill_after_s)` forks a writer and kills it."
 
-    def __init__(self, python: str = sys.executable):
+    def __init__(self, python: str = sys.executable, start_timeout_s: float = 300.0):
         self.proc = subprocess.Popen([python, "-c", "from mqstore.crash import zygote_main; zygote_main()"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         self._buf = b""
+        deadline = time.monotonic() + start_timeout_s     # no trial's kill clock runs during start-up
+        while "ZYGOTE" not in self._lines(1.0):
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError(f"the zygote did not start in {start_timeout_s} s")
 
     def close(self) -> None:
         if self.proc.poll() is None:
