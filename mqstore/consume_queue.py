@@ -229,6 +229,16 @@ class ConsumeQueue:
         self.correct_min_offset(phy_min_offset)
         return n
 
+    def append_run(self, data: bytes, end: int) -> None:
+        "Append encoded units that continue the queue exactly (its next queue offsets), across file ends."
+        k = 0
+        while k < len(data):
+            mf = self.mfq.last_file(0, create=True)
+            take = min(len(data) - k, mf.free_space())
+            mf.append(data[k:k + take])
+            k += take
+        self.max_physic_offset = end
+
     def put_bulk(self, offsets, sizes, tags_codes, cq_offsets) -> int:
         "Append many units (commit-log order) with the bytes `put` would write; return how many."
         offsets, sizes = np.asarray(offsets, np.int64), np.asarray(sizes, np.int64)
@@ -242,13 +252,7 @@ class ConsumeQueue:
                 j = int(run_end[np.searchsorted(run_end, i, side="right")])
                 units = np.empty(j - i, CQ_UNIT_DTYPE)
                 units["offset"], units["size"], units["tags_code"] = offsets[i:j], sizes[i:j], tags_codes[i:j]
-                data, k = units.tobytes(), 0
-                while k < len(data):
-                    mf = self.mfq.last_file(0, create=True)
-                    take = min(len(data) - k, mf.free_space())
-                    mf.append(data[k:k + take])
-                    k += take
-                self.max_physic_offset = int(offsets[j - 1] + sizes[j - 1])
+                self.append_run(units.tobytes(), int(offsets[j - 1] + sizes[j - 1]))
                 done += j - i
                 i = j
             else:

@@ -431,16 +431,18 @@ _WANTED_AT = np.cumsum([0] + [len(w) for w in _WANTED]).astype(np.int64)
 _POW31 = np.array([pow(31, e, 1 << 32) for e in range(1 << 16)], np.uint64)   # 31^len, len < 2^16
 
 def _topic_table(distinct: int = 2048):
-    "The kernels' table of distinct topics: slots, lengths, their bytes, (count, bytes used)."
-    return (np.full((2 * distinct, 2), -1, np.int64), np.zeros(distinct, np.int64),
-            np.zeros(distinct * 256, np.uint8), np.zeros(2, np.int64))
+    """The kernels' table of distinct topics: slots, lengths, their bytes, (count, bytes used).
+    Lengths and bytes are only read where a topic was written: left unfilled (a dispatch pass of a
+    few records must not clear half a megabyte)."""
+    return (np.full((2 * distinct, 2), -1, np.int64), np.empty(distinct, np.int64),
+            np.empty(distinct * 256, np.uint8), np.zeros(2, np.int64))
 
 # %% ../book/05_dispatch.ipynb #cad82989
 def _decode_columns(cap: int, key_cap: int):
-    "Empty outputs of the decode kernels for `cap` rows and `key_cap` index keys."
+    "Empty outputs of the decode kernels for `cap` rows and `key_cap` index keys (keys: unfilled, written before read)."
     return (np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.bool_),
             np.zeros((3, cap), np.int64), np.full((3, cap), -1, np.int64),
-            np.zeros((3, key_cap), np.int64), np.zeros(key_cap, np.uint32), np.zeros(key_cap, np.bool_),
+            np.empty((3, key_cap), np.int64), np.empty(key_cap, np.uint32), np.empty(key_cap, np.bool_),
             np.zeros(1, np.int64))
 
 # %% ../book/05_dispatch.ipynb #2b879cbc
@@ -530,9 +532,27 @@ def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | No
 
 # %% ../book/05_dispatch.ipynb #782de4a5
 import warnings
-from .consume_queue import ConsumeQueue, queue_folder_ok
+from .consume_queue import ConsumeQueue, CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, queue_folder_ok
 from .errors import DispatchWarning
 
+class _QueueRuns:
+    "The units of a batch in queue order, encoded once, and what tells whether a group continues its queue."
+
+    def __init__(self, h, tags_codes, order):
+        units = np.empty(len(order), CQ_UNIT_DTYPE)
+        units["offset"], units["size"] = h["commit_log_offset"][order], h["total_size"][order]
+        units["tags_code"] = tags_codes[order]
+        self.data = units.tobytes()
+        self.qo = h["queue_offset"][order].tolist()
+        self.ends = (units["offset"] + units["size"]).tolist()
+        self.breaks = np.concatenate([[0], np.cumsum(np.diff(h["queue_offset"][order]) != 1)]).tolist()
+
+    def continues(self, q, a: int, b: int) -> bool:
+        "Rows a..b-1 are the queue's next offsets, one by one, and none was dispatched before (guard 1)."
+        return (bool(q.mfq.files) and self.qo[a] == q.max_offset_in_queue and self.breaks[b - 1] == self.breaks[a]
+                and self.ends[a] > q.max_physic_offset)
+
+# %% ../book/05_dispatch.ipynb #80cb4d15
 def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     "Write the units of a whole batch, queue by queue: the bytes per-record dispatch writes."
     h = batch.headers
@@ -544,8 +564,10 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     order = rows[np.argsort(key, kind="stable")]
     key = (batch.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
     cuts = np.flatnonzero(np.diff(key)) + 1
+    runs = _QueueRuns(h, batch.tags_codes, order)
     written, last = 0, -1
-    for g in np.split(order, cuts):
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
+        g = order[a:b]
         topic, qid = batch.topics[int(batch.topic_ids[g[0]])], int(h["queue_id"][g[0]])
         if not queue_folder_ok(topic, qid):       # as ConsumeQueueStore.dispatch: a warning per record
             for at in h["commit_log_offset"][g].tolist():
@@ -553,10 +575,9 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
                                               f"queue {qid}: no consume queue can hold it"))
             continue
         q = cq_store.find_or_create(topic, qid)
-        if len(g) <= 8 and isinstance(q, ConsumeQueue):   # a few units: put's guards cost less than numpy
-            for row in g.tolist():
-                written += q.put(int(h["commit_log_offset"][row]), int(h["total_size"][row]),
-                                 int(batch.tags_codes[row]), int(h["queue_offset"][row]))
+        if isinstance(q, ConsumeQueue) and runs.continues(q, a, b):   # the common case: one append
+            q.append_run(runs.data[a * CQ_STORE_UNIT_SIZE:b * CQ_STORE_UNIT_SIZE], runs.ends[b - 1])
+            written += b - a
         else:
             written += q.put_bulk(h["commit_log_offset"][g], h["total_size"][g], batch.tags_codes[g],
                                   h["queue_offset"][g])
