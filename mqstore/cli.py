@@ -308,13 +308,13 @@ REPAIR_HINT = ("run `mqstore repair {root}` to rebuild the consume queues, index
 @subcommand("verify", "check every CRC and the consistency of consume queues and index with "
             "the commit log; exit status 1 when anything is wrong", JSON_FLAG)
 def cmd_verify(args) -> int:
-    from mqstore.verify import check_store
+    from mqstore.scrub import scrub_store
     before = tree_hashes(args.root)
     with open_store(args.root) as store:
         config, span = store.config, (store.commit_log.min_offset, store.commit_log.max_offset)
         tail = tail_problems(store.commit_log)
     with progress_bar(span[1] - span[0], "checking CRCs, queues and index") as update:
-        report = check_store(args.root, config, read_only=True, progress=lambda off: update(off - span[0]))
+        report = scrub_store(args.root, config, progress=lambda off: update(off - span[0]))
     problems = tail + [{"kind": "consistency", "detail": str(x)} for x in report.problems]
     if tree_hashes(args.root) != before:
         problems.append({"kind": "files changed by verify"})
@@ -404,11 +404,11 @@ def confirm(question: str) -> bool:
 
 def store_problems(root, config) -> list:
     "What `verify` finds (read-only), one line each; an unreadable queue or index file is one too."
-    from mqstore.verify import check_store
+    from mqstore.scrub import scrub_store
     try:
         with open_store(root, config=config) as store:
             tail = tail_problems(store.commit_log)
-        report = check_store(root, config, read_only=True)
+        report = scrub_store(root, config)
     except StoreFileError as e:
         if not repair_hint_for(e, root):
             raise
