@@ -381,6 +381,8 @@ _API = {
     'RowStream': 'scrub',
     'QueueCursor': 'scrub',
     'Scrubber': 'scrub',
+    'open_recorded': 'scrub',
+    'scrub': 'scrub',
     'scrub_store': 'scrub',
     'TOPIC_MAX_LENGTH': 'store',
     'STORE_ENTRIES': 'store',

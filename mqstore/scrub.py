@@ -2,9 +2,9 @@
 
 # %% auto #0
 __all__ = ['SCRUB_WINDOW', 'SCRUB_CHUNK', 'LogWindow', 'segment_windows', 'log_segments', 'walk_windows',
-           'RowStream', 'QueueCursor', 'Scrubber', 'scrub_store']
+           'RowStream', 'QueueCursor', 'Scrubber', 'open_recorded', 'scrub', 'scrub_store']
 
-# %% ../book/12_real_stores.ipynb #cde9d73c
+# %% ../book/12_real_stores.ipynb #e769f709
 import mmap, time, warnings
 from dataclasses import dataclass
 import numpy as np
@@ -13,7 +13,7 @@ from .dispatch import scan_decode_segment
 from .index import ENTRY_DTYPE, index_keys_of
 from .message import (RecordStatus, check_record, TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE,
                              TRANSACTION_ROLLBACK_TYPE)
-from .recovery import RecoveryStarted, Redispatched
+from .recovery import RecoveryStarted
 from .verify import CrashReport
 
 SCRUB_WINDOW = 32 << 20          # bytes of the commit log scanned at once
@@ -28,7 +28,7 @@ class LogWindow:
     buf: memoryview
     base: int              # absolute offset of buf[0]
 
-# %% ../book/12_real_stores.ipynb #3a94dbbc
+# %% ../book/12_real_stores.ipynb #562bf88a
 def _drop_pages(mm, start: int, end: int) -> None:
     "Give the pages of mm[start:end] back (they stay in the page cache): mapped bytes read once."
     if mm is None or not hasattr(mm, "madvise") or end <= start:
@@ -58,7 +58,7 @@ def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
             return pos, status
     return pos, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #eb26d49c
+# %% ../book/12_real_stores.ipynb #8de7d6ac
 def log_segments(cl):
     "(mapped file, walk start, view end) of each segment `walk_log` would visit, in order."
     offset, end = cl.min_offset, cl.max_offset
@@ -79,7 +79,7 @@ def walk_windows(cl, window: int = SCRUB_WINDOW, upto: int | None = None):
         return mf.file_from_offset + pos, status
     return cl.max_offset, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #f93ccc9e
+# %% ../book/12_real_stores.ipynb #a792763d
 class RowStream:
     "Units or entries read SCRUB_CHUNK at a time from `read(pos, count)`: take prefixes while a condition holds."
     def __init__(self, read, lo: int, hi: int):
@@ -104,7 +104,7 @@ class RowStream:
             if k < len(rows):
                 return
 
-# %% ../book/12_real_stores.ipynb #3653d3b8
+# %% ../book/12_real_stores.ipynb #723ae539
 class QueueCursor:
     "Where the scrub is in one consume queue, and what it could not match yet (claims, units)."
     def __init__(self, topic: str, qid: int, q):
@@ -126,7 +126,7 @@ def _index_stream(f):
         return rows
     return RowStream(read, 1, f._count)
 
-# %% ../book/12_real_stores.ipynb #e71cb539
+# %% ../book/12_real_stores.ipynb #4693c7cc
 
 class Scrubber:
     "Streams a store's commit log window by window against its consume queues and index files."
@@ -336,7 +336,7 @@ class Scrubber:
             for x, o in low:
                 self.problem(f"{topic}-{q}: no consume queue for the record at {o}")
 
-# %% ../book/12_real_stores.ipynb #67543112
+# %% ../book/12_real_stores.ipynb #c317e32f
 def _disagree(name, cur, phy, size, code, rec) -> str:
     return (f"{name}: unit {cur} = ({phy}, {size}, {code}) disagrees with the record there "
             f"({rec[0]}, {rec[1]}, {rec[2]}-{rec[3]}, queue offset {rec[4]})")
@@ -347,42 +347,53 @@ def _window_fields(w: LogWindow, rows):
     return [(int(h["total_size"][r]), int(b.tags_codes[r]), b.topics[int(b.topic_ids[r])],
              int(h["queue_id"][r]), int(h["queue_offset"][r])) for r in rows]
 
-# %% ../book/12_real_stores.ipynb #76290098
+# %% ../book/12_real_stores.ipynb #b3de7e75
+def open_recorded(report: CrashReport, opener, observer=None):
+    """Open a store with `opener(observer)`, recording in `report` what `check_store` records: the
+    recovery's mode, its time and the warnings. Without an `observer` of the caller's, recovery gets
+    none, so it does not report (and `report.events` does not keep) an event per record."""
+    def observe(e):
+        report.events.append(e)
+        observer(e)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:      # e.g. a zero-byte segment removed
+        warnings.simplefilter("always")
+        store = opener(None if observer is None else observe)
+    report.recovery_s, report.warnings = time.perf_counter() - t0, [str(w.message) for w in caught]
+    start = next((e for e in report.events if isinstance(e, RecoveryStarted)), None)
+    report.mode = ("read-only" if store.commit_log.mfq.files else "new") if observer is None else \
+                  (start.mode if start and start.segments else "new")
+    return store
+
+# %% ../book/12_real_stores.ipynb #f02b2ec5
+def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
+    "Walk an open (read-only) store's log a window at a time; `progress(offset)` after each window."
+    s = Scrubber(store, report)
+    maps = [mf._mm for mf in store.commit_log.mfq.files] + [f._mm for f in store.index.files]
+    maps += [mf._mm for _, q in store.cq_store for mf in q.mfq.files]
+    for mm in maps:                                # recovery read these pages: give them back
+        _drop_pages(mm, 0, len(mm) if mm is not None else 0)
+    walk = walk_windows(store.commit_log, window)
+    while True:
+        try:
+            w = next(walk)
+        except StopIteration as stop:
+            s.finish(*stop.value)
+            return report
+        s.window(w)
+        if progress is not None and len(w.offs):
+            progress(int(w.offs[-1]))
+
+# %% ../book/12_real_stores.ipynb #1186b424
 def scrub_store(root, config, clock=None, observer=None, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     """`check_store` (chapter 7) read-only and streaming: open the store, walk the log a window at a time,
     check the units and index entries that point into each window; memory bounded by the window.
     `progress(offset)`: called after each window. No acks; `offsets` stays empty."""
     from mqstore.store import MessageStore
     report = CrashReport()
-    def observe(e):
-        report.events.append(e)
-        if observer is not None:
-            observer(e)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        store = MessageStore.open(root, config, clock=clock, observer=observe, read_only=True)
-    report.recovery_s = time.perf_counter() - t0
-    report.warnings = [str(w.message) for w in caught]
+    store = open_recorded(report, lambda obs: MessageStore.open(root, config, clock=clock, observer=obs,
+                                                                read_only=True), observer)
     try:
-        start = next((e for e in report.events if isinstance(e, RecoveryStarted)), None)
-        report.mode = start.mode if start and start.segments else "new"
-        for e in report.events:
-            if isinstance(e, Redispatched):
-                report.replayed, report.replay_bytes = e.count, e.to_offset - e.from_offset
-        s = Scrubber(store, report)
-        for mf in store.commit_log.mfq.files:          # recovery read these pages: give them back
-            _drop_pages(mf._mm, 0, mf.file_size)
-        walk = walk_windows(store.commit_log, window)
-        while True:
-            try:
-                w = next(walk)
-            except StopIteration as stop:
-                s.finish(*stop.value)
-                break
-            s.window(w)
-            if progress is not None and len(w.offs):
-                progress(int(w.offs[-1]))
+        return scrub(store, report, progress, window)
     finally:
         store.close()
-    return report
