@@ -4,7 +4,7 @@
 __all__ = ['SCRUB_WINDOW', 'SCRUB_CHUNK', 'LogWindow', 'segment_windows', 'log_segments', 'walk_windows',
            'RowStream', 'QueueCursor', 'Scrubber', 'open_recorded', 'scrub', 'scrub_store']
 
-# %% ../book/12_real_stores.ipynb #6e7c2614
+# %% ../book/12_real_stores.ipynb #f49c320c
 import mmap, time, warnings
 from dataclasses import dataclass
 import numpy as np
@@ -28,7 +28,7 @@ class LogWindow:
     buf: memoryview
     base: int              # absolute offset of buf[0]
 
-# %% ../book/12_real_stores.ipynb #d135eed1
+# %% ../book/12_real_stores.ipynb #5f1434f1
 def _drop_pages(mm, start: int, end: int) -> None:
     "Give the pages of mm[start:end] back (they stay in the page cache): mapped bytes read once."
     if mm is None or not hasattr(mm, "madvise") or end <= start:
@@ -58,7 +58,7 @@ def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
             return pos, status
     return pos, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #9df72955
+# %% ../book/12_real_stores.ipynb #daea89b5
 def log_segments(cl):
     "(mapped file, walk start, view end) of each segment `walk_log` would visit, in order."
     offset, end = cl.min_offset, cl.max_offset
@@ -79,7 +79,7 @@ def walk_windows(cl, window: int = SCRUB_WINDOW, upto: int | None = None):
         return mf.file_from_offset + pos, status
     return cl.max_offset, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #886a9e0c
+# %% ../book/12_real_stores.ipynb #fb7efbf4
 class RowStream:
     "Units or entries read SCRUB_CHUNK at a time from `read(pos, count)`: take prefixes while a condition holds."
     def __init__(self, read, lo: int, hi: int):
@@ -104,7 +104,7 @@ class RowStream:
             if k < len(rows):
                 return
 
-# %% ../book/12_real_stores.ipynb #fc8b5930
+# %% ../book/12_real_stores.ipynb #1db88c70
 class QueueCursor:
     "Where the scrub is in one consume queue, and what it could not match yet (claims, units)."
     def __init__(self, topic: str, qid: int, q):
@@ -126,7 +126,7 @@ def _index_stream(f):
         return rows
     return RowStream(read, 1, f._count)
 
-# %% ../book/12_real_stores.ipynb #392107a3
+# %% ../book/12_real_stores.ipynb #db775f31
 
 class Scrubber:
     "Streams a store's commit log window by window against its consume queues and index files."
@@ -337,7 +337,7 @@ class Scrubber:
             for x, o in low:
                 self.problem(f"{topic}-{q}: no consume queue for the record at {o}")
 
-# %% ../book/12_real_stores.ipynb #8c9fbcc5
+# %% ../book/12_real_stores.ipynb #e549f3a3
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     "np.isin(a, b) by sorting b and a binary search (faster here than numpy's hashing)."
     b = np.sort(b)
@@ -355,7 +355,7 @@ def _window_fields(w: LogWindow, rows):
     return [(int(h["total_size"][r]), int(b.tags_codes[r]), b.topics[int(b.topic_ids[r])],
              int(h["queue_id"][r]), int(h["queue_offset"][r])) for r in rows]
 
-# %% ../book/12_real_stores.ipynb #92ae67e5
+# %% ../book/12_real_stores.ipynb #304f4e89
 def open_recorded(report: CrashReport, opener, observer=None):
     """Open a store with `opener(observer)`, recording in `report` what `check_store` records: the
     recovery's mode, its time and the warnings. Without an `observer` of the caller's, recovery gets
@@ -373,7 +373,7 @@ def open_recorded(report: CrashReport, opener, observer=None):
                   (start.mode if start and start.segments else "new")
     return store
 
-# %% ../book/12_real_stores.ipynb #2a852eec
+# %% ../book/12_real_stores.ipynb #6ec42ae4
 def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     "Walk an open (read-only) store's log a window at a time; `progress(offset)` after each window."
     s = Scrubber(store, report)
@@ -392,7 +392,7 @@ def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW)
         if progress is not None and len(w.offs):
             progress(int(w.offs[-1]))
 
-# %% ../book/12_real_stores.ipynb #18827979
+# %% ../book/12_real_stores.ipynb #8c9d5ded
 def scrub_store(root, config, clock=None, observer=None, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     """`check_store` (chapter 7) read-only and streaming: open the store, walk the log a window at a time,
     check the units and index entries that point into each window; memory bounded by the window.
