@@ -381,6 +381,7 @@ _API = {
     'RowStream': 'scrub',
     'QueueCursor': 'scrub',
     'Scrubber': 'scrub',
+    'window_claims': 'scrub',
     'open_recorded': 'scrub',
     'scrub': 'scrub',
     'scrub_store': 'scrub',

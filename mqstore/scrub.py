@@ -2,9 +2,9 @@
 
 # %% auto #0
 __all__ = ['SCRUB_WINDOW', 'SCRUB_CHUNK', 'LogWindow', 'segment_windows', 'log_segments', 'walk_windows',
-           'RowStream', 'QueueCursor', 'Scrubber', 'open_recorded', 'scrub', 'scrub_store']
+           'RowStream', 'QueueCursor', 'Scrubber', 'window_claims', 'open_recorded', 'scrub', 'scrub_store']
 
-# %% ../book/12_real_stores.ipynb #f49c320c
+# %% ../book/12_real_stores.ipynb #dac4e53e
 import mmap, time, warnings
 from dataclasses import dataclass
 import numpy as np
@@ -28,7 +28,7 @@ class LogWindow:
     buf: memoryview
     base: int              # absolute offset of buf[0]
 
-# %% ../book/12_real_stores.ipynb #5f1434f1
+# %% ../book/12_real_stores.ipynb #136d50c5
 def _drop_pages(mm, start: int, end: int) -> None:
     "Give the pages of mm[start:end] back (they stay in the page cache): mapped bytes read once."
     if mm is None or not hasattr(mm, "madvise") or end <= start:
@@ -58,7 +58,7 @@ def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
             return pos, status
     return pos, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #daea89b5
+# %% ../book/12_real_stores.ipynb #33192c6f
 def log_segments(cl):
     "(mapped file, walk start, view end) of each segment `walk_log` would visit, in order."
     offset, end = cl.min_offset, cl.max_offset
@@ -79,7 +79,7 @@ def walk_windows(cl, window: int = SCRUB_WINDOW, upto: int | None = None):
         return mf.file_from_offset + pos, status
     return cl.max_offset, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #fb7efbf4
+# %% ../book/12_real_stores.ipynb #d9890b92
 class RowStream:
     "Units or entries read SCRUB_CHUNK at a time from `read(pos, count)`: take prefixes while a condition holds."
     def __init__(self, read, lo: int, hi: int):
@@ -104,7 +104,7 @@ class RowStream:
             if k < len(rows):
                 return
 
-# %% ../book/12_real_stores.ipynb #1db88c70
+# %% ../book/12_real_stores.ipynb #1ce197b4
 class QueueCursor:
     "Where the scrub is in one consume queue, and what it could not match yet (claims, units)."
     def __init__(self, topic: str, qid: int, q):
@@ -126,7 +126,7 @@ def _index_stream(f):
         return rows
     return RowStream(read, 1, f._count)
 
-# %% ../book/12_real_stores.ipynb #db775f31
+# %% ../book/12_real_stores.ipynb #8ef34fbe
 
 class Scrubber:
     "Streams a store's commit log window by window against its consume queues and index files."
@@ -138,39 +138,27 @@ class Scrubber:
         self.entries = [(f.name, _index_stream(f)) for f in store.index.files] if self.index_on else []
         self.missing_keys = {}     # (record offset, key hash) -> key strings not indexed (yet)
         self.far_units, self.far_entries = [], []    # pointing outside the window: checked at the end
+        self.claim_max, self.late = {}, {}           # per queue: the highest claim, the claims below it
 
     def problem(self, text: str):
         self.report.problems.append(text)
 
     def claims(self, w: LogWindow) -> dict:
-        "(topic, queue id) -> (queue offsets, record offsets) the window's records claim; double claims reported."
-        h, b = w.headers, w.batch
-        tx = h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE
-        rows = np.flatnonzero((tx == TRANSACTION_NOT_TYPE) | (tx == TRANSACTION_COMMIT_TYPE))
-        qid = h["queue_id"][rows].astype(np.int64)
-        order = rows[np.lexsort((rows, qid, b.topic_ids[rows]))]
-        key = (b.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
+        """(topic, queue id) -> (queue offsets, record offsets) of the window's claims in order. A claim at or
+    below an earlier one of its queue (a double claim, or out of order) waits in `late`, for the end."""
         out = {}
-        for g in np.split(order, np.flatnonzero(np.diff(key)) + 1) if len(order) else ():
-            topic, q = b.topics[int(b.topic_ids[g[0]])], int(h["queue_id"][g[0]])
-            qo, off = h["queue_offset"][g].astype(np.int64), w.offs[g]
-            cur = self.queues.get((topic, q))
-            twice = len(qo) > 1 and not (np.diff(qo) > 0).all() and bool((np.diff(np.sort(qo)) == 0).any())
-            if twice or (cur is not None and cur.pending and
-                                                any(x in cur.pending for x in qo.tolist())):
-                seen = {} if cur is None else dict(cur.pending)
-                for x, o in zip(qo.tolist(), off.tolist()):
-                    if x in seen:
-                        self.problem(f"{topic}-{q}: queue offset {x} given to records at {seen[x]} and {o}")
-                    seen[x] = o
-                last = {x: i for i, x in enumerate(qo.tolist())}       # the last claim wins, as in a dict
-                keep = np.array(sorted(last.values()), np.int64)
-                qo, off = qo[keep], off[keep]
-            if cur is None:
-                low = sorted({**dict(self.no_queue.get((topic, q), [])), **dict(zip(qo.tolist(), off.tolist()))}.items())
-                self.no_queue[(topic, q)] = low[:3]
+        for key, qo, off in window_claims(w):
+            before = self.claim_max.get(key, -1)
+            late = qo <= np.maximum.accumulate(np.concatenate([[before], qo[:-1]]))
+            self.claim_max[key] = max(before, int(qo.max()))
+            for x, o in zip(qo[late].tolist(), off[late].tolist()):
+                self.late.setdefault(key, {})[x] = o          # the last claim wins, as in check_store's dict
+            qo, off = qo[~late], off[~late]
+            if key not in self.queues:
+                low = sorted({**dict(self.no_queue.get(key, [])), **dict(zip(qo.tolist(), off.tolist()))}.items())
+                self.no_queue[key] = low[:3]
             else:
-                out[(topic, q)] = (qo, off)
+                out[key] = (qo, off)
         return out
 
     def check_units(self, c: QueueCursor, start: int, u: np.ndarray, w: LogWindow | None) -> np.ndarray:
@@ -312,12 +300,39 @@ class Scrubber:
             self.missing_keys.pop((phy, hh), None)
         self.far_units, self.far_entries = [], []
 
+    def settle_late(self) -> None:
+        "Late claims: double claims found by one more walk (only when there are any); units looked up directly."
+        if not self.late:
+            return
+        wanted, claimants = {(k, x) for k, d in self.late.items() for x in d}, {}
+        for w in walk_windows(self.cl):
+            for key, qo, off in window_claims(w):
+                if key in self.late:
+                    for x, o in zip(qo.tolist(), off.tolist()):
+                        if (key, x) in wanted:
+                            claimants.setdefault((key, x), []).append(o)
+        for ((topic, q), x), offs in claimants.items():
+            for a, b in zip(offs, offs[1:]):
+                self.problem(f"{topic}-{q}: queue offset {x} given to records at {a} and {b}")
+        for key, late in self.late.items():
+            c = self.queues.get(key)
+            if c is None:
+                self.no_queue[key] = sorted({**dict(self.no_queue.get(key, [])), **late}.items())[:3]
+                continue
+            for x, o in late.items():
+                u = c.stream.read(x, 1) if c.lo <= x < c.stream.hi else ()
+                if len(u) and u["size"][0] != FILLER_SIZE:
+                    c.pending.pop(x, None)                 # a real unit answers it (whichever record it names)
+                else:
+                    c.pending[x] = o
+
     def finish(self, stop: int, status) -> None:
         "The walk is over: the units and entries left, the claims and keys nothing answered."
         self.walk_end, self.report.log_end = stop, self.cl.max_offset
         if stop != self.cl.max_offset:
             self.problem(f"commit log: {status.name} record at {stop}, below its end {self.cl.max_offset}")
         self.queues_upto(None, None, {})
+        self.settle_late()
         self.entries_upto(None, None)
         self.check_far()
         for (off, _), keys in self.missing_keys.items():
@@ -337,7 +352,20 @@ class Scrubber:
             for x, o in low:
                 self.problem(f"{topic}-{q}: no consume queue for the record at {o}")
 
-# %% ../book/12_real_stores.ipynb #e549f3a3
+# %% ../book/12_real_stores.ipynb #a253d840
+def window_claims(w: LogWindow):
+    "Yield ((topic, queue id), queue offsets, record offsets) of the claims of a window's records, in log order."
+    h, b = w.headers, w.batch
+    tx = h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE
+    rows = np.flatnonzero((tx == TRANSACTION_NOT_TYPE) | (tx == TRANSACTION_COMMIT_TYPE))
+    qid = h["queue_id"][rows].astype(np.int64)
+    order = rows[np.lexsort((rows, qid, b.topic_ids[rows]))]
+    key = (b.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
+    for g in np.split(order, np.flatnonzero(np.diff(key)) + 1) if len(order) else ():
+        yield ((b.topics[int(b.topic_ids[g[0]])], int(h["queue_id"][g[0]])),
+               h["queue_offset"][g].astype(np.int64), w.offs[g])
+
+# %% ../book/12_real_stores.ipynb #e7dcc3e2
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     "np.isin(a, b) by sorting b and a binary search (faster here than numpy's hashing)."
     b = np.sort(b)
@@ -355,7 +383,7 @@ def _window_fields(w: LogWindow, rows):
     return [(int(h["total_size"][r]), int(b.tags_codes[r]), b.topics[int(b.topic_ids[r])],
              int(h["queue_id"][r]), int(h["queue_offset"][r])) for r in rows]
 
-# %% ../book/12_real_stores.ipynb #304f4e89
+# %% ../book/12_real_stores.ipynb #89f5664c
 def open_recorded(report: CrashReport, opener, observer=None):
     """Open a store with `opener(observer)`, recording in `report` what `check_store` records: the
     recovery's mode, its time and the warnings. Without an `observer` of the caller's, recovery gets
@@ -373,7 +401,7 @@ def open_recorded(report: CrashReport, opener, observer=None):
                   (start.mode if start and start.segments else "new")
     return store
 
-# %% ../book/12_real_stores.ipynb #6ec42ae4
+# %% ../book/12_real_stores.ipynb #b9d7e801
 def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     "Walk an open (read-only) store's log a window at a time; `progress(offset)` after each window."
     s = Scrubber(store, report)
@@ -392,7 +420,7 @@ def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW)
         if progress is not None and len(w.offs):
             progress(int(w.offs[-1]))
 
-# %% ../book/12_real_stores.ipynb #8c9d5ded
+# %% ../book/12_real_stores.ipynb #19e77fc5
 def scrub_store(root, config, clock=None, observer=None, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     """`check_store` (chapter 7) read-only and streaming: open the store, walk the log a window at a time,
     check the units and index entries that point into each window; memory bounded by the window.

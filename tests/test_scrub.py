@@ -184,3 +184,24 @@ def test_memory_does_not_grow_with_the_store(tmp_path):
     scrub_store(tmp_path / "a", cfg)             # the compiled kernels load once: not the store's memory
     small, big = peak_python_memory(tmp_path / "a", cfg), peak_python_memory(tmp_path / "b", cfg)
     assert big < 1.5 * small + 256 * 1024, (small, big)
+
+
+@pytest.mark.parametrize("claims", [((10, 5), (100, 3)), ((10, 5), (20, 5), (110, 5)), ((100, 130),)])
+def test_records_claiming_taken_queue_offsets(tmp_path, claims):
+    "Records whose header claims a queue offset another record has (in the same window or far apart)."
+    from mqstore.crash import scan_log
+    root = tmp_path / "s"
+    with MessageStore.open(root, CFG, clock=clock()) as s:
+        for i in range(120):
+            s.put(Message("T", b"x" * 200, queue_id=0, properties={"KEYS": f"k{i}"}))
+        s.wait_dispatched()
+    records, _ = scan_log(root, CFG)
+    for victim, qoff in claims:
+        off = records[victim][0]
+        seg = segment(root, off // CFG.commit_log_file_size)
+        data = bytearray(seg.read_bytes())
+        at = off % CFG.commit_log_file_size + 20              # the header's queue offset
+        data[at:at + 8] = qoff.to_bytes(8, "big")
+        seg.write_bytes(bytes(data))
+    r = same(root)
+    assert not r.ok
