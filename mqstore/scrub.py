@@ -4,7 +4,7 @@
 __all__ = ['SCRUB_WINDOW', 'SCRUB_CHUNK', 'LogWindow', 'segment_windows', 'log_segments', 'walk_windows',
            'RowStream', 'QueueCursor', 'Scrubber', 'window_claims', 'open_recorded', 'scrub', 'scrub_store']
 
-# %% ../book/12_real_stores.ipynb #dac4e53e
+# %% ../book/12_real_stores.ipynb #96995be0
 import mmap, time, warnings
 from dataclasses import dataclass
 import numpy as np
@@ -28,7 +28,7 @@ class LogWindow:
     buf: memoryview
     base: int              # absolute offset of buf[0]
 
-# %% ../book/12_real_stores.ipynb #136d50c5
+# %% ../book/12_real_stores.ipynb #b27ed6bf
 def _drop_pages(mm, start: int, end: int) -> None:
     "Give the pages of mm[start:end] back (they stay in the page cache): mapped bytes read once."
     if mm is None or not hasattr(mm, "madvise") or end <= start:
@@ -58,7 +58,7 @@ def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
             return pos, status
     return pos, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #33192c6f
+# %% ../book/12_real_stores.ipynb #27830b81
 def log_segments(cl):
     "(mapped file, walk start, view end) of each segment `walk_log` would visit, in order."
     offset, end = cl.min_offset, cl.max_offset
@@ -79,19 +79,21 @@ def walk_windows(cl, window: int = SCRUB_WINDOW, upto: int | None = None):
         return mf.file_from_offset + pos, status
     return cl.max_offset, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #d9890b92
+# %% ../book/12_real_stores.ipynb #5739106b
 class RowStream:
     "Units or entries read SCRUB_CHUNK at a time from `read(pos, count)`: take prefixes while a condition holds."
     def __init__(self, read, lo: int, hi: int):
         self.read, self.pos, self.hi = read, lo, hi
         self.chunk, self.at, self.stuck = None, lo, False
 
-    def take(self, keep):
-        "Yield (first position, rows) blocks while `keep(rows)` is true; stop at the first row it refuses."
+    def take(self, keep, want: int = SCRUB_CHUNK):
+        """Yield (first position, rows) blocks while `keep(rows)` is true; stop at the first row it refuses.
+        Reads `want` rows at a time (at most SCRUB_CHUNK)."""
         while self.pos < self.hi and not self.stuck:
             i = self.pos - self.at
             if self.chunk is None or i >= len(self.chunk):
-                self.chunk, self.at, i = self.read(self.pos, min(SCRUB_CHUNK, self.hi - self.pos)), self.pos, 0
+                count = min(want, SCRUB_CHUNK, self.hi - self.pos)
+                self.chunk, self.at, i = self.read(self.pos, count), self.pos, 0
                 if not len(self.chunk):
                     self.stuck = True
                     return
@@ -104,7 +106,7 @@ class RowStream:
             if k < len(rows):
                 return
 
-# %% ../book/12_real_stores.ipynb #1ce197b4
+# %% ../book/12_real_stores.ipynb #c34bc692
 class QueueCursor:
     "Where the scrub is in one consume queue, and what it could not match yet (claims, units)."
     def __init__(self, topic: str, qid: int, q):
@@ -126,7 +128,7 @@ def _index_stream(f):
         return rows
     return RowStream(read, 1, f._count)
 
-# %% ../book/12_real_stores.ipynb #8ef34fbe
+# %% ../book/12_real_stores.ipynb #7daf6075
 
 class Scrubber:
     "Streams a store's commit log window by window against its consume queues and index files."
@@ -203,12 +205,14 @@ class Scrubber:
         keep = (lambda u: np.ones(len(u), bool)) if end is None else \
                (lambda u: (u["size"] == FILLER_SIZE) | (u["offset"] < end))
         for key, c in self.queues.items():
-            blocks = [self.check_units(c, s, u, w) for s, u in c.stream.take(keep)]
+            qo, off = claims.get(key, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            want = SCRUB_CHUNK if end is None else len(qo) + 64       # about the units that point here
+            blocks = [self.check_units(c, s, u, w) for s, u in c.stream.take(keep, want)]
+            c.stream.chunk = None                       # one queue's chunk in memory at a time, whatever the count
             if c.stream.stuck:
                 self.problem(f"{c.name}: no units readable at queue offset {c.stream.pos} (< {c.hi})")
                 c.stream.hi, c.stream.stuck = c.stream.pos, False
             real = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)
-            qo, off = claims.get(key, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
             if len(qo) or len(real):
                 self.match(c, qo, off, real)
 
@@ -352,7 +356,7 @@ class Scrubber:
             for x, o in low:
                 self.problem(f"{topic}-{q}: no consume queue for the record at {o}")
 
-# %% ../book/12_real_stores.ipynb #a253d840
+# %% ../book/12_real_stores.ipynb #5635fa9e
 def window_claims(w: LogWindow):
     "Yield ((topic, queue id), queue offsets, record offsets) of the claims of a window's records, in log order."
     h, b = w.headers, w.batch
@@ -365,7 +369,7 @@ def window_claims(w: LogWindow):
         yield ((b.topics[int(b.topic_ids[g[0]])], int(h["queue_id"][g[0]])),
                h["queue_offset"][g].astype(np.int64), w.offs[g])
 
-# %% ../book/12_real_stores.ipynb #e7dcc3e2
+# %% ../book/12_real_stores.ipynb #52c15826
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     "np.isin(a, b) by sorting b and a binary search (faster here than numpy's hashing)."
     b = np.sort(b)
@@ -383,7 +387,7 @@ def _window_fields(w: LogWindow, rows):
     return [(int(h["total_size"][r]), int(b.tags_codes[r]), b.topics[int(b.topic_ids[r])],
              int(h["queue_id"][r]), int(h["queue_offset"][r])) for r in rows]
 
-# %% ../book/12_real_stores.ipynb #89f5664c
+# %% ../book/12_real_stores.ipynb #b1c714dc
 def open_recorded(report: CrashReport, opener, observer=None):
     """Open a store with `opener(observer)`, recording in `report` what `check_store` records: the
     recovery's mode, its time and the warnings. Without an `observer` of the caller's, recovery gets
@@ -401,7 +405,7 @@ def open_recorded(report: CrashReport, opener, observer=None):
                   (start.mode if start and start.segments else "new")
     return store
 
-# %% ../book/12_real_stores.ipynb #b9d7e801
+# %% ../book/12_real_stores.ipynb #85523dc3
 def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     "Walk an open (read-only) store's log a window at a time; `progress(offset)` after each window."
     s = Scrubber(store, report)
@@ -420,7 +424,7 @@ def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW)
         if progress is not None and len(w.offs):
             progress(int(w.offs[-1]))
 
-# %% ../book/12_real_stores.ipynb #19e77fc5
+# %% ../book/12_real_stores.ipynb #7c1852e7
 def scrub_store(root, config, clock=None, observer=None, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     """`check_store` (chapter 7) read-only and streaming: open the store, walk the log a window at a time,
     check the units and index entries that point into each window; memory bounded by the window.
