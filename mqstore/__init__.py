@@ -383,7 +383,7 @@ _API = {
     'Scrubber': 'scrub',
     'window_claims': 'scrub',
     'open_recorded': 'scrub',
-    'scrub': 'scrub',
+    'scrub_open_store': 'scrub',
     'scrub_store': 'scrub',
     'TOPIC_MAX_LENGTH': 'store',
     'STORE_ENTRIES': 'store',

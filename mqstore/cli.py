@@ -313,14 +313,14 @@ REPAIR_HINT = ("run `mqstore repair {root}` to rebuild the consume queues, index
 @subcommand("verify", "check every CRC and the consistency of consume queues and index with "
             "the commit log; exit status 1 when anything is wrong", JSON_FLAG)
 def cmd_verify(args) -> int:
-    from mqstore.scrub import open_recorded, scrub
+    from mqstore.scrub import open_recorded, scrub_open_store
     from mqstore.verify import CrashReport
     before, report = tree_stamps(args.root), CrashReport()
     with open_recorded(report, lambda observer: open_store(args.root, observer=observer)) as store:
         span = (store.commit_log.min_offset, store.commit_log.max_offset)
         tail = tail_problems(store.commit_log)
         with progress_bar(span[1] - span[0], "checking CRCs, queues and index") as update:
-            scrub(store, report, progress=lambda off: update(off - span[0]))
+            scrub_open_store(store, report, progress=lambda off: update(off - span[0]))
     problems = tail + [{"kind": "consistency", "detail": str(x)} for x in report.problems]
     if tree_stamps(args.root) != before:
         problems.append({"kind": "files changed by verify"})

@@ -2,9 +2,10 @@
 
 # %% auto #0
 __all__ = ['SCRUB_WINDOW', 'SCRUB_CHUNK', 'LogWindow', 'segment_windows', 'log_segments', 'walk_windows',
-           'RowStream', 'QueueCursor', 'Scrubber', 'window_claims', 'open_recorded', 'scrub', 'scrub_store']
+           'RowStream', 'QueueCursor', 'Scrubber', 'window_claims', 'open_recorded', 'scrub_open_store',
+           'scrub_store']
 
-# %% ../book/12_real_stores.ipynb #96995be0
+# %% ../book/12_real_stores.ipynb #4ee74fd3
 import mmap, time, warnings
 from dataclasses import dataclass
 import numpy as np
@@ -28,7 +29,7 @@ class LogWindow:
     buf: memoryview
     base: int              # absolute offset of buf[0]
 
-# %% ../book/12_real_stores.ipynb #b27ed6bf
+# %% ../book/12_real_stores.ipynb #4e5167e0
 def _drop_pages(mm, start: int, end: int) -> None:
     "Give the pages of mm[start:end] back (they stay in the page cache): mapped bytes read once."
     if mm is None or not hasattr(mm, "madvise") or end <= start:
@@ -58,7 +59,7 @@ def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
             return pos, status
     return pos, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #27830b81
+# %% ../book/12_real_stores.ipynb #9eddc2e7
 def log_segments(cl):
     "(mapped file, walk start, view end) of each segment `walk_log` would visit, in order."
     offset, end = cl.min_offset, cl.max_offset
@@ -79,7 +80,7 @@ def walk_windows(cl, window: int = SCRUB_WINDOW, upto: int | None = None):
         return mf.file_from_offset + pos, status
     return cl.max_offset, RecordStatus.END
 
-# %% ../book/12_real_stores.ipynb #5739106b
+# %% ../book/12_real_stores.ipynb #f0b62c9f
 class RowStream:
     "Units or entries read SCRUB_CHUNK at a time from `read(pos, count)`: take prefixes while a condition holds."
     def __init__(self, read, lo: int, hi: int):
@@ -106,7 +107,7 @@ class RowStream:
             if k < len(rows):
                 return
 
-# %% ../book/12_real_stores.ipynb #c34bc692
+# %% ../book/12_real_stores.ipynb #406667bf
 class QueueCursor:
     "Where the scrub is in one consume queue, and what it could not match yet (claims, units)."
     def __init__(self, topic: str, qid: int, q):
@@ -128,7 +129,7 @@ def _index_stream(f):
         return rows
     return RowStream(read, 1, f._count)
 
-# %% ../book/12_real_stores.ipynb #7daf6075
+# %% ../book/12_real_stores.ipynb #966d60b5
 
 class Scrubber:
     "Streams a store's commit log window by window against its consume queues and index files."
@@ -356,7 +357,7 @@ class Scrubber:
             for x, o in low:
                 self.problem(f"{topic}-{q}: no consume queue for the record at {o}")
 
-# %% ../book/12_real_stores.ipynb #5635fa9e
+# %% ../book/12_real_stores.ipynb #87bfc0a0
 def window_claims(w: LogWindow):
     "Yield ((topic, queue id), queue offsets, record offsets) of the claims of a window's records, in log order."
     h, b = w.headers, w.batch
@@ -369,7 +370,7 @@ def window_claims(w: LogWindow):
         yield ((b.topics[int(b.topic_ids[g[0]])], int(h["queue_id"][g[0]])),
                h["queue_offset"][g].astype(np.int64), w.offs[g])
 
-# %% ../book/12_real_stores.ipynb #52c15826
+# %% ../book/12_real_stores.ipynb #b17be98e
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     "np.isin(a, b) by sorting b and a binary search (faster here than numpy's hashing)."
     b = np.sort(b)
@@ -387,7 +388,7 @@ def _window_fields(w: LogWindow, rows):
     return [(int(h["total_size"][r]), int(b.tags_codes[r]), b.topics[int(b.topic_ids[r])],
              int(h["queue_id"][r]), int(h["queue_offset"][r])) for r in rows]
 
-# %% ../book/12_real_stores.ipynb #b1c714dc
+# %% ../book/12_real_stores.ipynb #e0f1d43d
 def open_recorded(report: CrashReport, opener, observer=None):
     """Open a store with `opener(observer)`, recording in `report` what `check_store` records: the
     recovery's mode, its time and the warnings. Without an `observer` of the caller's, recovery gets
@@ -405,8 +406,8 @@ def open_recorded(report: CrashReport, opener, observer=None):
                   (start.mode if start and start.segments else "new")
     return store
 
-# %% ../book/12_real_stores.ipynb #85523dc3
-def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
+# %% ../book/12_real_stores.ipynb #02557165
+def scrub_open_store(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     "Walk an open (read-only) store's log a window at a time; `progress(offset)` after each window."
     s = Scrubber(store, report)
     maps = [mf._mm for mf in store.commit_log.mfq.files] + [f._mm for f in store.index.files]
@@ -424,7 +425,7 @@ def scrub(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW)
         if progress is not None and len(w.offs):
             progress(int(w.offs[-1]))
 
-# %% ../book/12_real_stores.ipynb #7c1852e7
+# %% ../book/12_real_stores.ipynb #9635e4e4
 def scrub_store(root, config, clock=None, observer=None, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     """`check_store` (chapter 7) read-only and streaming: open the store, walk the log a window at a time,
     check the units and index entries that point into each window; memory bounded by the window.
@@ -434,6 +435,6 @@ def scrub_store(root, config, clock=None, observer=None, progress=None, window: 
     store = open_recorded(report, lambda obs: MessageStore.open(root, config, clock=clock, observer=obs,
                                                                 read_only=True), observer)
     try:
-        return scrub(store, report, progress, window)
+        return scrub_open_store(store, report, progress, window)
     finally:
         store.close()

@@ -32,7 +32,7 @@ def draw_log_strip(rows: dict, ends: dict | None = None, ax=None, title=None):
     ax.set_title(title or "the commit log, record by record", fontsize=10)
     return ax
 
-# %% ../../book/12_real_stores.ipynb #b6ae1ce3
+# %% ../../book/12_real_stores.ipynb #ec49a008
 MEMORY_COLORS = ["#D55E00", "#E69F00", "#0072B2", "#56B4E9"]
 
 def draw_memory_walk(walks: dict, ax=None, title=None):
