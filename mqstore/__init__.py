@@ -357,6 +357,7 @@ _API = {
     'assemble_store': 'realstore',
     'assemble_vector_store': 'realstore',
     'SPLIT_BYTES': 'recovery',
+    'WINDOW_BYTES': 'recovery',
     'RecordChecked': 'recovery',
     'WalkStopped': 'recovery',
     'walk_segments': 'recovery',

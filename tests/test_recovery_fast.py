@@ -137,7 +137,8 @@ def test_fast_recoveries_leave_the_same_store(msgs, data):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(messages, max_size=40), st.data())
 def test_a_segment_scanned_in_two_halves_decides_like_the_reference(msgs, data):
-    "SPLIT_BYTES lowered so that every segment is scanned in two halves at once (`_scan_parts`)."
+    """SPLIT_BYTES lowered so that every segment is scanned in two halves at once (`_scan_parts`); and
+    the read-only walk's windows (`_scan_windows`), smaller than a record or a few records wide."""
     import mqstore.recovery as recovery
     root = Path(tempfile.mkdtemp(prefix="mqstore-split-"))
     saved, recovery.SPLIT_BYTES = recovery.SPLIT_BYTES, 1
@@ -153,6 +154,12 @@ def test_a_segment_scanned_in_two_halves_decides_like_the_reference(msgs, data):
                 ref = walk_segments(log.mfq, start, check_crc)
                 assert walk_segments_fast(log.mfq, start, check_crc) == ref
                 assert walk_segments_fast(log.mfq, start, check_crc, on_batch=batches.append) == ref
+                for window in (97, 700, 5000):                    # the read-only walk, window by window
+                    ea, eb = [], []
+                    assert walk_segments_fast(log.mfq, start, check_crc, window=window) == ref
+                    walk_segments(log.mfq, start, check_crc, ea.append)
+                    walk_segments_fast(log.mfq, start, check_crc, eb.append, window=window)
+                    assert ea == eb
                 replayed = []
                 walk_segments(log.mfq, start, check_crc, on_message=replayed.append)
                 offsets = [int(o) for b in batches for o in b.headers["commit_log_offset"]]
