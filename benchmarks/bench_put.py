@@ -164,20 +164,26 @@ def store_put(root: Path, msgs, n: int, batch: int = 0) -> float:
         store.close()
 
 
-def run_store(n: int = N, repeat: int | None = None) -> dict:
+def _single_and_batch(timed, prefix: str, n: int, repeat: int | None) -> dict:
+    "`timed(root, msgs, n[, BATCH])` one by one and in batches, `repeat` times each, on fresh roots."
     repeat = repeat or repeats()
     msgs = mix_messages(min(n, POOL))
-    root = Path(tempfile.mkdtemp(prefix="mqstore-bench-put-store-"))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         single, batch = [], []
         for k in range(repeat):
-            single.append(store_put(root / f"single{k}", msgs, n))
+            single.append(timed(root / f"single{k}", msgs, n))
             shutil.rmtree(root / f"single{k}")
-            batch.append(store_put(root / f"batch{k}", msgs, n, BATCH))
+            batch.append(timed(root / f"batch{k}", msgs, n, BATCH))
             shutil.rmtree(root / f"batch{k}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {"messages": n, "put": single, "put_batch": batch}
+
+
+def run_store(n: int = N, repeat: int | None = None) -> dict:
+    "MessageStore.put and put_batch of 1,000 on the realistic mix, to wait_dispatched: seconds per run."
+    return _single_and_batch(store_put, "mqstore-bench-put-store-", n, repeat)
 
 
 def log_put(root: Path, msgs, n: int, batch: int = 0) -> float:
@@ -206,19 +212,7 @@ def log_put(root: Path, msgs, n: int, batch: int = 0) -> float:
 
 def run_log(n: int = N, repeat: int | None = None) -> dict:
     "CommitLog.put and CommitLog.put_batch of 1,000 on the realistic mix (no dispatch): seconds per run."
-    repeat = repeat or repeats()
-    msgs = mix_messages(min(n, POOL))
-    root = Path(tempfile.mkdtemp(prefix="mqstore-bench-put-log-"))
-    try:
-        single, batch = [], []
-        for k in range(repeat):
-            single.append(log_put(root / f"single{k}", msgs, n))
-            shutil.rmtree(root / f"single{k}")
-            batch.append(log_put(root / f"batch{k}", msgs, n, BATCH))
-            shutil.rmtree(root / f"batch{k}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return {"messages": n, "put": single, "put_batch": batch}
+    return _single_and_batch(log_put, "mqstore-bench-put-log-", n, repeat)
 
 
 if __name__ == "__main__":
