@@ -536,21 +536,26 @@ from .consume_queue import ConsumeQueue, CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, queu
 from .errors import DispatchWarning
 
 class _QueueRuns:
-    "The units of a batch in queue order, encoded once, and what tells whether a group continues its queue."
+    """The units of a batch in queue order (columns gathered once, contiguous), and what tells whether a
+    group continues its queue."""
 
-    def __init__(self, h, tags_codes, order):
-        units = np.empty(len(order), CQ_UNIT_DTYPE)
-        units["offset"], units["size"] = h["commit_log_offset"][order], h["total_size"][order]
-        units["tags_code"] = tags_codes[order]
-        self.data = units.tobytes()
-        self.qo = h["queue_offset"][order].tolist()
-        self.ends = (units["offset"] + units["size"]).tolist()
-        self.breaks = np.concatenate([[0], np.cumsum(np.diff(h["queue_offset"][order]) != 1)]).tolist()
+    def __init__(self, h, tags_codes, rows, sort):
+        take = lambda column: np.ascontiguousarray(column[rows])[sort]   # strided once, then permuted
+        self.offset, self.size = take(h["commit_log_offset"]), take(h["total_size"])
+        self.tags, self.qo = np.asarray(tags_codes)[rows][sort], take(h["queue_offset"])
+        self.ends = self.offset + self.size
+        self.breaks = np.concatenate([[0], np.cumsum(np.diff(self.qo) != 1)])
 
     def continues(self, q, a: int, b: int) -> bool:
         "Rows a..b-1 are the queue's next offsets, one by one, and none was dispatched before (guard 1)."
-        return (bool(q.mfq.files) and self.qo[a] == q.max_offset_in_queue and self.breaks[b - 1] == self.breaks[a]
-                and self.ends[a] > q.max_physic_offset)
+        return (bool(q.mfq.files) and int(self.qo[a]) == q.max_offset_in_queue
+                and self.breaks[b - 1] == self.breaks[a] and int(self.ends[a]) > q.max_physic_offset)
+
+    def data(self, a: int, b: int) -> bytes:
+        "The encoded units of rows a..b-1."
+        units = np.empty(b - a, CQ_UNIT_DTYPE)
+        units["offset"], units["size"], units["tags_code"] = self.offset[a:b], self.size[a:b], self.tags[a:b]
+        return units.tobytes()
 
 # %% ../book/05_dispatch.ipynb #80cb4d15
 def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
@@ -561,10 +566,10 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     if not len(rows):
         return 0
     key = (batch.topic_ids[rows] << 32) | (h["queue_id"][rows].astype(np.int64) & 0xFFFFFFFF)
-    order = rows[np.argsort(key, kind="stable")]
-    key = (batch.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
+    sort = np.argsort(key, kind="stable")
+    order, key = rows[sort], key[sort]
     cuts = np.flatnonzero(np.diff(key)) + 1
-    runs = _QueueRuns(h, batch.tags_codes, order)
+    runs = _QueueRuns(h, batch.tags_codes, rows, sort)
     written, last = 0, -1
     for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
         g = order[a:b]
@@ -576,11 +581,10 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
             continue
         q = cq_store.find_or_create(topic, qid)
         if isinstance(q, ConsumeQueue) and runs.continues(q, a, b):   # the common case: one append
-            q.append_run(runs.data[a * CQ_STORE_UNIT_SIZE:b * CQ_STORE_UNIT_SIZE], runs.ends[b - 1])
+            q.append_run(runs.data(a, b), int(runs.ends[b - 1]))
             written += b - a
         else:
-            written += q.put_bulk(h["commit_log_offset"][g], h["total_size"][g], batch.tags_codes[g],
-                                  h["queue_offset"][g])
+            written += q.put_bulk(runs.offset[a:b], runs.size[a:b], runs.tags[a:b], runs.qo[a:b])
         last = max(last, int(g[-1]))
     if last >= 0:
         cq_store.logics_msg_timestamp = int(h["store_timestamp"][last])
