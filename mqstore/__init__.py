@@ -363,6 +363,7 @@ _API = {
     'walk_segments': 'recovery',
     'Truncated': 'recovery',
     'truncate_commit_log': 'recovery',
+    'drop_pages': 'recovery',
     'walk_segments_fast': 'recovery',
     'RecoveryStarted': 'recovery',
     'SegmentChosen': 'recovery',

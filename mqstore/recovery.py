@@ -2,10 +2,10 @@
 
 # %% auto #0
 __all__ = ['SPLIT_BYTES', 'WINDOW_BYTES', 'RecordChecked', 'WalkStopped', 'walk_segments', 'Truncated', 'truncate_commit_log',
-           'walk_segments_fast', 'RecoveryStarted', 'SegmentChosen', 'walk_last_segments', 'recover_normally',
-           'SegmentChecked', 'segment_matches', 'choose_abnormal_start', 'Redispatched', 'IndexFilesDropped',
-           'recover_abnormally', 'clip_positions', 'clip_queue', 'recover_read_only', 'HoleSealed', 'segment_valid_end',
-           'find_holes', 'seal_hole', 'seal_holes']
+           'drop_pages', 'walk_segments_fast', 'RecoveryStarted', 'SegmentChosen', 'walk_last_segments',
+           'recover_normally', 'SegmentChecked', 'segment_matches', 'choose_abnormal_start', 'Redispatched',
+           'IndexFilesDropped', 'recover_abnormally', 'clip_positions', 'clip_queue', 'recover_read_only', 'HoleSealed',
+           'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes']
 
 # %% ../book/07_recovery.ipynb #0b36754d
 from dataclasses import dataclass
@@ -145,11 +145,15 @@ def _scan_parts(buf, base: int, check_crc: bool, decode: bool, split: bool = Tru
 import mmap as _mmap
 WINDOW_BYTES = 32 << 20                  # the read-only walk's window
 
-def _drop_pages(mf, start: int, end: int) -> None:
-    "Give the pages of [start, end) of a mapped file back to the kernel (they stay in the page cache)."
+def drop_pages(mm, start: int, end: int) -> None:
+    "Give the pages of mm[start:end] of a map back to the kernel (they stay in the page cache)."
+    if mm is None or not hasattr(mm, "madvise") or end <= start:
+        return
     start -= start % _mmap.PAGESIZE
-    if end > start:
-        mf._mm.madvise(_mmap.MADV_DONTNEED, start, end - start)
+    try:
+        mm.madvise(_mmap.MADV_DONTNEED, start, min(end, len(mm)) - start)
+    except (OSError, ValueError):       # a closed map, or a kernel without it: only memory is at stake
+        pass
 
 def _scan_windows(mf, buf, base: int, check_crc: bool, window: int):
     "The `_scan_one_segment` results of a segment scanned `window` bytes at a time, pages given back."
@@ -158,7 +162,7 @@ def _scan_windows(mf, buf, base: int, check_crc: bool, window: int):
         end = min(n, pos + wide)
         part = _scan_one_segment(buf, base, check_crc, False, pos, end)
         stop, status = part[1], part[2]
-        _drop_pages(mf, pos, stop)
+        drop_pages(mf._mm, pos, stop)
         yield part
         if stop >= n or not (status is RecordStatus.OK or (status is RecordStatus.END and stop == end)):
             return                        # the verdict; a cut record (OK) or a window's end goes on

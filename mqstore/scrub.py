@@ -30,15 +30,7 @@ class LogWindow:
     base: int              # absolute offset of buf[0]
 
 # %% ../book/12_real_stores.ipynb #4e5167e0
-def _drop_pages(mm, start: int, end: int) -> None:
-    "Give the pages of mm[start:end] back (they stay in the page cache): mapped bytes read once."
-    if mm is None or not hasattr(mm, "madvise") or end <= start:
-        return
-    a = start - start % mmap.PAGESIZE
-    try:
-        mm.madvise(mmap.MADV_DONTNEED, a, min(end, len(mm)) - a)
-    except (OSError, ValueError):
-        pass
+from .recovery import drop_pages          # chapter 7: a read walk gives its pages back
 
 def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
     """Walk one segment's records from `start` like `walk_log`, `window` bytes at a time: yield a `LogWindow`
@@ -50,7 +42,7 @@ def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
             headers, end, status, batch = scan_decode_segment(buf, 0, check_crc=True, stop_on_bad_crc=True)
             offs = headers["offset"].astype(np.int64) + (mf.file_from_offset + pos)
             yield LogWindow(offs, headers, batch, buf, mf.file_from_offset + pos)
-        _drop_pages(mf._mm, pos, pos + n)
+        drop_pages(mf._mm, pos, pos + n)
         cut = pos + n < view_end and status in (RecordStatus.TORN, RecordStatus.END)
         if end == 0 and cut:
             window *= 2                      # one record bigger than the window
@@ -125,7 +117,7 @@ def _index_stream(f):
     def read(pos, count):
         a, b = at + pos * size, at + (pos + count) * size
         rows = np.frombuffer(bytes(f._mm[a:b]), ENTRY_DTYPE)
-        _drop_pages(f._mm, a, b)
+        drop_pages(f._mm, a, b)
         return rows
     return RowStream(read, 1, f._count)
 
@@ -413,7 +405,7 @@ def scrub_open_store(store, report: CrashReport, progress=None, window: int = SC
     maps = [mf._mm for mf in store.commit_log.mfq.files] + [f._mm for f in store.index.files]
     maps += [mf._mm for _, q in store.cq_store for mf in q.mfq.files]
     for mm in maps:                                # recovery read these pages: give them back
-        _drop_pages(mm, 0, len(mm) if mm is not None else 0)
+        drop_pages(mm, 0, len(mm) if mm is not None else 0)
     walk = walk_windows(store.commit_log, window)
     while True:
         try:
