@@ -533,7 +533,7 @@ class PieceTable:
             index, blob, at, lens, tags = self.state
             if len(index) > 4096:
                 index, blob, at, lens, tags = {}, blob[:0], at[:0], lens[:0], tags[:0]
-            new = [v for v in set(values) if v not in index]
+            new = [v for v in dict.fromkeys(values) if v not in index]   # first-seen order: reproducible
             enc = [self.encode(v) for v in new]
             index = {**index, **{v: len(index) + k for k, v in enumerate(new)}}
             sizes = np.array([len(d) for d, _ in enc], np.int64)
