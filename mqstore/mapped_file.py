@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['OS_PAGE_SIZE', 'FLUSH_LISTENERS', 'offset_to_name', 'name_to_offset', 'MappedFile',
-           'announce_flush', 'able_to_flush', 'flush_range', 'TransientMappedFile']
+           'announce_flush', 'able_to_flush', 'flush_range', 'force_range', 'TransientMappedFile']
 
 # %% ../book/01_mapped_file.ipynb #1ca4aea5
 import mmap, os
@@ -145,7 +145,7 @@ class MappedFile:
                                            self.file_size, least_pages):
             target = self.committed_position
             start, length = flush_range(self.flushed_position, target)
-            self._mm.flush(start, length)
+            force_range(self._mm, self._file.fileno(), start, length)
             announce_flush(self.path, start, length)
             self.flushed_position = target
             self.flush_count += 1
@@ -154,7 +154,7 @@ class MappedFile:
     def force(self) -> None:
         "msync the whole file, whatever the positions say (after in-place rewrites)."
         self._check_open()
-        self._mm.flush()
+        force_range(self._mm, self._file.fileno(), 0, self.file_size)
         announce_flush(self.path, 0, self.file_size)
 
     def close(self) -> None:
@@ -223,6 +223,16 @@ def flush_range(flushed: int, committed: int) -> tuple[int, int]:
     "The page-aligned (start, length) that `msync` must cover to make `committed` durable."
     start = flushed - flushed % OS_PAGE_SIZE
     return start, committed - start
+
+# %% ../book/01_mapped_file.ipynb #e9688e81
+import sys
+
+def force_range(mm, fileno: int, start: int, length: int) -> None:
+    "msync [start, start + length) of a shared map; on Linux as fdatasync, which lets other threads run."
+    if sys.platform.startswith("linux"):
+        os.fdatasync(fileno)
+    else:
+        mm.flush(start, length)
 
 # %% ../book/01_mapped_file.ipynb #acda2864
 class TransientMappedFile(MappedFile):

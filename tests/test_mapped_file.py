@@ -140,3 +140,19 @@ def test_appends_read_back(tmp_path_factory, chunks):
     reopened.set_positions(len(written))
     assert reopened.read(0, len(written)) == bytes(written)
     reopened.close()
+
+
+def test_force_range_forces_with_fdatasync_on_linux(tmp_path, monkeypatch):
+    import sys
+    from mqstore import mapped_file
+    calls, real = [], os.fdatasync
+    monkeypatch.setattr(mapped_file.os, "fdatasync", lambda fd: (calls.append(fd), real(fd))[1])
+    mf = MappedFile.create(tmp_path, 0, 64 * 1024)
+    mf.append(b"a" * 5000)
+    assert mf.flush(0) == 5000
+    mf.force()
+    if sys.platform.startswith("linux"):
+        assert calls == [mf._file.fileno()] * 2
+    with open(mf.path, "rb") as again:
+        assert os.pread(again.fileno(), 5000, 0) == b"a" * 5000
+    mf.close()
