@@ -902,7 +902,7 @@ _SCAN_INT_COLUMNS = ("total_size", "magic", "body_crc", "queue_id", "flag", "que
 _COMPILED = []                      # [mqstore.accel or None], once looked up
 
 def compiled_kernels():
-    "The compiled kernels (`mqstore.accel`), or None: numba or a zlib library missing, or MQSTORE_ACCEL=0."
+    "The compiled kernels (`mqstore.accel`), or None: numba or isal missing, or MQSTORE_ACCEL=0."
     if os.environ.get("MQSTORE_ACCEL", "1") == "0":
         return None
     if not _COMPILED:

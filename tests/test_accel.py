@@ -143,3 +143,24 @@ def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hash
         assert compiled == [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
     finally:
         os.environ.pop("MQSTORE_ACCEL")
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_crc():
+    "A compiled function calling the kernels' CRC, as they do."
+    from numba import njit
+    from mqstore.accel import _crc32
+
+    @njit(cache=False)
+    def crc(buf, init):
+        return _crc32(init, buf.ctypes.data, len(buf))
+    return crc
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=5000), st.integers(0, 2**32 - 1))
+def test_compiled_crc_is_zlibs(data, start):
+    "The kernels' CRC (ISA-L's crc32_gzip_refl) gives zlib.crc32's values, from any start value."
+    import zlib
+    buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    assert _kernel_crc()(buf, np.uint32(start)) == zlib.crc32(data, start)
