@@ -390,6 +390,7 @@ _API = {
     'SCRUB_CHUNK': 'scrub',
     'LogWindow': 'scrub',
     'segment_windows': 'scrub',
+    'segment_windows_ahead': 'scrub',
     'log_segments': 'scrub',
     'walk_windows': 'scrub',
     'RowStream': 'scrub',

@@ -428,7 +428,9 @@ def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
 _WANTED = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY)       # rows 0, 1, 2 of the spans
 _WANTED_BYTES = np.frombuffer("".join(_WANTED).encode(), np.uint8)
 _WANTED_AT = np.cumsum([0] + [len(w) for w in _WANTED]).astype(np.int64)
-_POW31 = np.array([pow(31, e, 1 << 32) for e in range(1 << 16)], np.uint64)   # 31^len, len < 2^16
+_POW31 = np.ones(1 << 16, np.uint64)                  # 31^len mod 2^32, len < 2^16:
+_POW31[1:] = np.cumprod(np.full((1 << 16) - 1, 31, np.uint64))   # products wrap mod 2^64,
+_POW31 &= np.uint64(0xFFFFFFFF)                       # and 2^32 divides 2^64
 
 def _topic_table(distinct: int = 2048):
     """The kernels' table of distinct topics: slots, lengths, their bytes, (count, bytes used).

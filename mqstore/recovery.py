@@ -143,7 +143,7 @@ def _scan_parts(buf, base: int, check_crc: bool, decode: bool, split: bool = Tru
 
 # %% ../book/07_recovery.ipynb #5631ca12
 import mmap as _mmap
-WINDOW_BYTES = 32 << 20                  # the read-only walk's window
+WINDOW_BYTES = 16 << 20                  # the read-only walk's window
 
 def drop_pages(mm, start: int, end: int) -> None:
     "Give the pages of mm[start:end] of a map back to the kernel (they stay in the page cache)."
@@ -155,9 +155,9 @@ def drop_pages(mm, start: int, end: int) -> None:
     except (OSError, ValueError):       # a closed map, or a kernel without it: only memory is at stake
         pass
 
-def _scan_windows(mf, buf, base: int, check_crc: bool, window: int):
-    "The `_scan_one_segment` results of a segment scanned `window` bytes at a time, pages given back."
-    pos, n, wide = 0, len(buf), window
+def _scan_windows(mf, buf, base: int, check_crc: bool, window: int, start: int = 0, limit: int | None = None):
+    "The `_scan_one_segment` results of buf[start:limit] scanned `window` bytes at a time, pages given back."
+    pos, n, wide = start, len(buf) if limit is None else limit, window
     while True:
         end = min(n, pos + wide)
         part = _scan_one_segment(buf, base, check_crc, False, pos, end)
@@ -168,6 +168,40 @@ def _scan_windows(mf, buf, base: int, check_crc: bool, window: int):
             return                        # the verdict; a cut record (OK) or a window's end goes on
         wide = window if stop > pos else n    # a record longer than the window: the rest at once
         pos = stop
+
+# %% ../book/07_recovery.ipynb #5553dde5
+def _last(parts):
+    "The last item of an iterator, the others dropped as they come."
+    for part in parts:
+        pass
+    return part
+
+def _middle_windowed(mf, buf, window: int) -> int:
+    "`_middle`, hopping `window` bytes at a time and giving the pages back behind it."
+    if compiled_kernels() is None or len(buf) < SPLIT_BYTES:
+        return 0
+    data, at, half = np.frombuffer(buf, np.uint8), 0, len(buf) // 2
+    try:
+        while 0 <= at < half:
+            was, at = at, compiled_kernels().hop_to(data, at, len(buf), min(at + window, half))
+            drop_pages(mf._mm, was, max(at, was))
+    finally:
+        del data
+    return at if 0 < at < len(buf) else 0
+
+def _scan_windows_split(mf, buf, base: int, check_crc: bool, window: int, split: bool = True):
+    "`_scan_windows` of the segment; with `split`, its second half walked at once in another thread."
+    mid = _middle_windowed(mf, buf, window) if split else 0
+    if not mid:
+        yield from _scan_windows(mf, buf, base, check_crc, window)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="mqstore-scan") as pool:
+        second = pool.submit(_last, _scan_windows(mf, buf, base, check_crc, window, mid))
+        for part in _scan_windows(mf, buf, base, check_crc, window, 0, mid):
+            yield part
+        if part[1] == mid and part[2] is RecordStatus.END:             # the guess was a record start
+            yield second.result()
+
 
 # %% ../book/07_recovery.ipynb #a0af0e0c
 def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=None, on_message=None,
@@ -183,7 +217,7 @@ def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=N
         with mf.view(0, mf.wrote_position) as buf:
             n = len(buf)
             replay = observer is not None or on_message is not None
-            parts = (_scan_windows(mf, buf, base, check_crc, window) if window else
+            parts = (_scan_windows_split(mf, buf, base, check_crc, window, split=not replay) if window else
                      _scan_parts(buf, base, check_crc, on_batch is not None, split=not replay))
             try:
                 for headers, pos, status, reason, stopped_by, *batch in parts:

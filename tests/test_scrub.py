@@ -205,3 +205,28 @@ def test_records_claiming_taken_queue_offsets(tmp_path, claims):
         seg.write_bytes(bytes(data))
     r = same(root)
     assert not r.ok
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("window", [97, 700, 3000, 1 << 20])
+def test_windows_scanned_ahead_are_the_windows_in_turn(tmp_path, seed, window):
+    "segment_windows_ahead yields the windows and the verdict of segment_windows, damaged or not."
+    from mqstore.scrub import segment_windows, segment_windows_ahead, log_segments
+    write(tmp_path, seed=seed)
+    if seed:
+        flip(segment(tmp_path, seed), 900 + 37 * seed)           # a bad CRC or length in segment `seed`
+    with MessageStore.open(tmp_path, CFG, read_only=True) as s:
+        for mf, start, end in log_segments(s.commit_log):
+            def run(walk):
+                out, it = [], walk(mf, start, end, window)
+                try:
+                    while True:
+                        w = next(it)
+                        out.append((w.offs.tolist(), w.headers.tobytes(), w.base, bytes(w.buf[:16])))
+                except StopIteration as stop:
+                    return out, stop.value
+            assert run(segment_windows_ahead) == run(segment_windows)
+            it = segment_windows_ahead(mf, start, end, 700)      # stopped after one window: nothing held
+            next(it, None)
+            it.close()
+    # the store closed above, so no view of a window scanned ahead was left exported
