@@ -361,6 +361,8 @@ _API = {
     'assemble_vector_store': 'realstore',
     'SPLIT_BYTES': 'recovery',
     'WINDOW_BYTES': 'recovery',
+    'FIRST_SHARE': 'recovery',
+    'CHUNK_BYTES': 'recovery',
     'RecordChecked': 'recovery',
     'WalkStopped': 'recovery',
     'walk_segments': 'recovery',

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mqstore.checkpoint import create_abort_file
@@ -206,15 +207,26 @@ def test_a_store_with_a_dispatching_plugin_keeps_the_per_record_path(tmp_path):
     assert plugin.n == 30
 
 
-def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_files(tmp_path):
-    "Without an observer, a segment is scanned in two halves in two threads (SPLIT_BYTES lowered here)."
+@pytest.mark.parametrize("share, chunk, damage", [(2, 1 << 26, None), (8, 97, None), (8, 1500, None),
+                                                  (3, 700, 0.6), (8, 2000, 0.1), (4, 5000, 0.9)])
+def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_files(tmp_path, share, chunk, damage):
+    """Without an observer, a segment is scanned by two threads (SPLIT_BYTES lowered here): the first
+    1/share here, the rest chunk by chunk in the other thread; with `damage`, one byte of the last
+    segment flipped at that fraction of its records."""
     import mqstore.recovery as recovery
     with open_store(tmp_path / "s", True) as s:
         for m in store_msgs(300, seed=2):
             s.put(m)
         s.wait_dispatched()
+    if damage is not None:
+        last = sorted((tmp_path / "s" / "commitlog").iterdir())[-1]
+        data = bytearray(last.read_bytes())
+        end = len(data.rstrip(b"\0"))
+        data[int(end * damage)] ^= 0x40
+        last.write_bytes(bytes(data))
     out = {}
-    saved, recovery.SPLIT_BYTES = recovery.SPLIT_BYTES, 1
+    saved = recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES
+    recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES = 1, share, chunk
     try:
         for batch in (True, False):
             copy = tmp_path / f"copy-{batch}"
@@ -225,5 +237,5 @@ def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_file
                 out[batch] = (s.recovered_offset, s.commit_log.max_offset)
             out[batch] += (derived_files(copy),)
     finally:
-        recovery.SPLIT_BYTES = saved
+        recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES = saved
     assert out[True] == out[False] and out[True][0] > 0 and len(out[True][2]) > 10
