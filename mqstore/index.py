@@ -421,11 +421,12 @@ class IndexService:
         "Index a whole decoded segment (a dispatch.SegmentBatch): the bytes build_index writes."
         h = batch.headers
         if getattr(batch, "index_hashes", None) is not None:   # hashed while decoding: no strings
-            rows = batch.index_rows
-            keep = (h["sys_flag"][rows] & TRANSACTION_ROLLBACK_TYPE) != TRANSACTION_ROLLBACK_TYPE
+            rows = batch.index_rows                 # a header row per key: gather from columns, not rows
+            column = lambda name: np.ascontiguousarray(h[name]).astype(np.int64, copy=False)
+            keep = (column("sys_flag")[rows] & TRANSACTION_ROLLBACK_TYPE) != TRANSACTION_ROLLBACK_TYPE
             rows = rows[keep]
-            return self.put_bulk(batch.index_hashes[keep], h["commit_log_offset"][rows].astype(np.int64),
-                                 h["store_timestamp"][rows].astype(np.int64))
+            return self.put_bulk(batch.index_hashes[keep], column("commit_log_offset")[rows],
+                                 column("store_timestamp")[rows])
         rows = np.flatnonzero((h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE) != TRANSACTION_ROLLBACK_TYPE)
         keys, per = [], np.zeros(len(rows), np.int64)
         for j, r in enumerate(rows.tolist()):

@@ -919,6 +919,9 @@ def _chunk_rows(n: int, pos: int) -> int:
 
 def _rows_from_columns(out, c, spans, rows):
     "Copy the kernel's int64 columns into the first `rows` rows of a SCAN_DTYPE array."
+    if (K := compiled_kernels()) is not None:         # one compiled pass, row by row
+        K.rows_from_columns(out, c, spans, rows)
+        return out[:rows]
     out = out[:rows]
     for k, name in enumerate(_SCAN_INT_COLUMNS):
         out[name] = c[k, :rows]
