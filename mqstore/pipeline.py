@@ -569,11 +569,18 @@ def _warm_task(batches):
         "cache_hits": sum(sum(s.cache_hits.values()) for s in stats),
         "cache_misses": sum(sum(s.cache_misses.values()) for s in stats)}])
 
+def _warm_rows(ids):
+    "`_warm_task` in a plain RDD job (whose Python workers are not the DataFrame queries'): dicts."
+    for batch in _warm_task(ids):
+        yield from batch.to_pylist()
+
 def warm_up(spark) -> list:
-    "One task per core that starts its Python worker and loads the compiled kernels: a list of dicts."
+    "A task per core in each set of Python workers, each loading the compiled kernels: a list of dicts."
     n = spark.sparkContext.defaultParallelism
     frame = spark.range(0, n, 1, numPartitions=n).mapInArrow(_warm_task, WARM_UP_DDL)
-    return [r.asDict() for r in _spark_job("warming up the Python workers", frame.collect)]
+    queries = [r.asDict() for r in _spark_job("warming up the Python workers", frame.collect)]
+    rdd = spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm_rows)
+    return queries + _spark_job("warming up the Python workers", rdd.collect)
 
 # %% ../book/10_spark_pipeline.ipynb #dbb2ae5d
 import itertools, shutil
