@@ -2,9 +2,11 @@
 (MQSTORE_BENCH_SCALE shrinks it): the single-process engine (the fast path) and Spark local[2],
 in one run, on the same store, each repeated (MQSTORE_BENCH_REPEAT) with the spread printed.
 Start-up is timed and printed separately and not counted in either rate: Spark's session and its
-warm-up job (`mqstore.pipeline.warm_up`: a Python worker per core, the compiled kernels loaded in
-each), and the single process's first rebuild (the kernels loaded from numba's cache).
+warm-up jobs (`mqstore.pipeline.warm_up`: a Python worker per core for DataFrame queries and one
+for RDD jobs, the compiled kernels loaded in each), and the single process's first rebuild (the kernels loaded from numba's cache).
 Goal (issue 18): Spark's per-core throughput >= 0.5x the single process's, on >= 1 GiB.
+With a local master the rebuild's tasks leave their parts in a scratch folder inside the output
+(`_rebuild_spark_folder`, chapter 10); the scratch is written, read and removed inside the timed run.
 
 The store of `make bench` is the realistic mix (`_common.mix_stream`, 64 MiB segments so that
 Spark has partitions). `generate()` below is the older tiled store of one record size:
@@ -102,7 +104,7 @@ def timed(fn):
 def run(repeat: int | None = None) -> dict:
     """Both engines on one store of the mix, in one run: every timing (seconds), for chapter 11 too.
     Start-up is timed apart: the single process's first rebuild (numba loads its kernels), Spark's
-    session and its warm-up job (`warm_up`: a Python worker per core, kernels loaded in each)."""
+    session and its warm-up jobs (`warm_up`: a Python worker per core and kind, kernels loaded in each)."""
     import statistics
     from mqstore.pipeline import rebuild, spark_session, tree_digests, warm_up
     repeat = repeat or repeats()

@@ -350,6 +350,7 @@ _API = {
     'write_index': 'pipeline',
     'segment_parts': 'pipeline',
     'warm_up': 'pipeline',
+    'segment_to_folder': 'pipeline',
     'rebuild': 'pipeline',
     'segment_faults': 'pipeline',
     'audit': 'pipeline',

@@ -5,8 +5,8 @@ __all__ = ['MESSAGE_FIELDS', 'EXTRA_FIELDS', 'MESSAGE_COLUMNS', 'LOG4J2_PROPERTI
            'KEYED_PART', 'PARTS_DDL', 'WARM_UP_DDL', 'AUDIT_COLUMNS', 'FINDING_KINDS', 'Segment', 'store_path',
            'store_segments', 'arrow_schema', 'mapped_segment', 'segment_table', 'decode_segment', 'spark_home',
            'default_log_dir', 'spark_session', 'spark_ddl', 'segment_frame', 'read_messages', 'tree_digests',
-           'write_index', 'segment_parts', 'warm_up', 'rebuild', 'segment_faults', 'audit', 'audit_summary',
-           'export_parquet']
+           'write_index', 'segment_parts', 'warm_up', 'segment_to_folder', 'rebuild', 'segment_faults', 'audit',
+           'audit_summary', 'export_parquet']
 
 # %% ../book/10_spark_pipeline.ipynb #5892ce1e
 import hashlib, mmap, os, sys, tempfile
@@ -409,6 +409,10 @@ def _write_queues(rows, out: Path, config: StoreConfig) -> dict:
     for r in rows:
         if r["topic"] is not None:
             per_queue.setdefault((r["topic"], r["queue_id"]), []).append(np.frombuffer(r["units"], UNIT_PART))
+    return _put_queues(per_queue, out, config)
+
+def _put_queues(per_queue: dict, out: Path, config: StoreConfig) -> dict:
+    "Append each queue's chunks of units, in list order, with ConsumeQueue.put_bulk; units per queue."
     cq = ConsumeQueueStore(out, config.consume_queue_units)
     queues = {}
     for (topic, queue_id), chunks in sorted(per_queue.items()):
@@ -540,7 +544,8 @@ def _parts_frame(spark, segments, with_index: bool = True, tasks: int | None = N
     n = len(places)
     return spark.range(0, n, 1, numPartitions=max(min(tasks or n, n), 1)).mapInArrow(decode, PARTS_DDL)
 
-def _rebuild_spark(spark, segments, out: Path, config: StoreConfig, clock):
+def _rebuild_spark_rows(spark, segments, out: Path, config: StoreConfig, clock):
+    "The parts come back as rows of one Arrow table; the driver writes them."
     tasks = 2 * spark.sparkContext.defaultParallelism          # two runs of segments per core
     frame = _parts_frame(spark, segments, config.message_index_enable, tasks)
     return _write_parts(_spark_job("decoding segments", frame.toArrow), out, config, clock)
@@ -564,11 +569,100 @@ def _warm_task(batches):
         "cache_hits": sum(sum(s.cache_hits.values()) for s in stats),
         "cache_misses": sum(sum(s.cache_misses.values()) for s in stats)}])
 
+def _warm_rows(ids):
+    "`_warm_task` in a plain RDD job (whose Python workers are not the DataFrame queries'): dicts."
+    for batch in _warm_task(ids):
+        yield from batch.to_pylist()
+
 def warm_up(spark) -> list:
-    "One task per core that starts its Python worker and loads the compiled kernels: a list of dicts."
+    "A task per core in each set of Python workers, each loading the compiled kernels: a list of dicts."
     n = spark.sparkContext.defaultParallelism
     frame = spark.range(0, n, 1, numPartitions=n).mapInArrow(_warm_task, WARM_UP_DDL)
-    return [r.asDict() for r in _spark_job("warming up the Python workers", frame.collect)]
+    queries = [r.asDict() for r in _spark_job("warming up the Python workers", frame.collect)]
+    rdd = spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm_rows)
+    return queries + _spark_job("warming up the Python workers", rdd.collect)
+
+# %% ../book/10_spark_pipeline.ipynb #dbb2ae5d
+import itertools, shutil
+
+def _entries(keyed, hashes) -> np.ndarray:
+    "A segment's index entries as three rows (key hash, physical offset, store time), a column each."
+    per = keyed["keys"].astype(np.int64)
+    return np.stack([hashes.astype(np.int64), np.repeat(keyed["offset"], per),
+                     np.repeat(keyed["store_timestamp"], per)])
+
+def segment_to_folder(path, segment_offset: int, folder, with_index: bool = True) -> list:
+    """A rebuild task that leaves its arrays in `folder`: the segment's units, queue after queue, in
+    `<offset>.units`, its index entries in `<offset>.entries`. Returns what the driver needs to
+    read them: (segment, topic, queue_id, units) per queue, then (segment, None, records, entries)."""
+    with mapped_segment(path) as buf:
+        h, queues, keyed, hashes = _decode_parts(buf, with_index, fast=True)
+    name = Path(folder) / f"{segment_offset:020d}"
+    with open(f"{name}.units", "wb") as f:
+        for _, _, units in queues:
+            f.write(units)
+    entries = _entries(keyed, hashes)
+    if with_index:
+        entries.tofile(f"{name}.entries")
+    return ([(segment_offset, topic, queue_id, len(units) // UNIT_PART.itemsize)
+             for topic, queue_id, units in queues] + [(segment_offset, None, len(h), entries.shape[1])])
+
+# %% ../book/10_spark_pipeline.ipynb #ad7af2b8
+def _read_folder(rows, folder, with_index: bool) -> tuple:
+    "From the tasks' tuples and files, in segment order: (units per queue as chunks, entries, records)."
+    per_queue, entries, records = {}, [], 0
+    for segment, group in itertools.groupby(sorted(rows, key=lambda r: r[0]), key=lambda r: r[0]):
+        name = Path(folder) / f"{segment:020d}"
+        units, at = np.fromfile(f"{name}.units", UNIT_PART), 0
+        for _, topic, a, b in group:
+            if topic is not None:                         # a queue: (queue_id, units)
+                per_queue.setdefault((topic, a), []).append(units[at:at + b])
+                at += b
+            else:                                         # the index tuple: (records, entries)
+                records += a
+                if with_index:
+                    entries.append(np.fromfile(f"{name}.entries", np.int64).reshape(3, b))
+    return per_queue, entries, records
+
+def _write_entries(out: Path, config: StoreConfig, entries: list, clock) -> tuple:
+    "Index files from the segments' entries, in order; return (entries, files)."
+    e = np.concatenate(entries or [np.zeros((3, 0), np.int64)], axis=1)
+    service = write_index(out, config, e[0], e[1], e[2], clock)
+    files = len(service.files)
+    service.close()
+    return e.shape[1], files
+
+# %% ../book/10_spark_pipeline.ipynb #bca54f7a
+def _folder_job(spark, segments, folder, with_index: bool, tasks: int) -> list:
+    "`segment_to_folder` on every segment, in `tasks` runs of consecutive segments: all the tuples."
+    places, folder = [(s.path, s.offset) for s in segments], str(folder)
+
+    def task(ids):
+        for i in ids:
+            yield from segment_to_folder(*places[i], folder, with_index)
+
+    n = len(places)
+    return spark.sparkContext.parallelize(range(n), max(min(tasks, n), 1)).mapPartitions(task).collect()
+
+def _rebuild_spark_folder(spark, segments, out: Path, config: StoreConfig, clock, tasks=None):
+    "Tasks leave their parts in a scratch folder under `out` (removed after); the driver writes them."
+    with_index = config.message_index_enable
+    folder = Path(tempfile.mkdtemp(prefix=".parts-", dir=out))
+    try:
+        rows = _spark_job("decoding segments", _folder_job, spark, segments, folder, with_index,
+                          tasks or spark.sparkContext.defaultParallelism)
+        per_queue, entries, records = _read_folder(rows, folder, with_index)
+        queues = _put_queues(per_queue, out, config)
+        n, files = _write_entries(out, config, entries, clock) if with_index else (0, 0)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return records, queues, n, files
+
+def _rebuild_spark(spark, segments, out: Path, config: StoreConfig, clock):
+    "Through a folder when the workers run on this machine (a local master), else as rows."
+    if spark.sparkContext.master.startswith("local"):
+        return _rebuild_spark_folder(spark, segments, out, config, clock)
+    return _rebuild_spark_rows(spark, segments, out, config, clock)
 
 # %% ../book/10_spark_pipeline.ipynb #4c44a595
 def _rebuild_local(segments, out: Path, config: StoreConfig, clock, fast: bool = True):

@@ -1,5 +1,5 @@
 "mqstore.pipeline: the Spark message table, rebuild (byte-identical to dispatch), audit, Parquet, bad input."
-import itertools, json, os, random, shutil, socket, struct, subprocess, sys, time, urllib.request
+import dataclasses, itertools, json, os, random, shutil, socket, struct, subprocess, sys, time, urllib.request
 from pathlib import Path
 
 import pytest
@@ -270,6 +270,29 @@ def test_spark_rebuild_equals_dispatch(spark, store, reference, tmp_path):
 def test_spark_rebuild_without_clock_equals_local(spark, store, tmp_path):
     rebuild(store, tmp_path / "spark", spark=spark, config=CONFIG)
     rebuild(store, tmp_path / "local", engine="local", config=CONFIG)
+    assert tree_digests(tmp_path / "spark") == tree_digests(tmp_path / "local")
+
+
+@pytest.mark.spark
+def test_both_spark_roads_equal_dispatch(spark, store, reference, tmp_path):
+    "Parts as Arrow rows (any master) and through a scratch folder (local masters): the same tree."
+    segments = pipeline.store_segments(store, CONFIG)
+    results = []
+    for road in (pipeline._rebuild_spark_rows, pipeline._rebuild_spark_folder):
+        out = tmp_path / road.__name__
+        out.mkdir()
+        results.append(road(spark, segments, out, CONFIG, names_clock()))
+        assert tree_digests(out) == reference
+        assert sorted(p.name for p in out.iterdir()) == ["consumequeue", "index"]    # no scratch left
+    assert results[0] == results[1]
+
+
+@pytest.mark.spark
+def test_spark_rebuild_without_index_equals_local(spark, store, tmp_path):
+    config = dataclasses.replace(CONFIG, message_index_enable=False)
+    a = rebuild(store, tmp_path / "spark", spark=spark, config=config)
+    b = rebuild(store, tmp_path / "local", engine="local", config=config)
+    assert a["index_entries"] == b["index_entries"] == 0 and a["queues"] == b["queues"]
     assert tree_digests(tmp_path / "spark") == tree_digests(tmp_path / "local")
 
 
