@@ -145,7 +145,7 @@ class MappedFile:
                                            self.file_size, least_pages):
             target = self.committed_position
             start, length = flush_range(self.flushed_position, target)
-            force_range(self._mm, self._file.fileno(), start, length)
+            force_range(self._mm, start, length)
             announce_flush(self.path, start, length)
             self.flushed_position = target
             self.flush_count += 1
@@ -154,7 +154,7 @@ class MappedFile:
     def force(self) -> None:
         "msync the whole file, whatever the positions say (after in-place rewrites)."
         self._check_open()
-        force_range(self._mm, self._file.fileno(), 0, self.file_size)
+        force_range(self._mm, 0, self.file_size)
         announce_flush(self.path, 0, self.file_size)
 
     def close(self) -> None:
@@ -225,14 +225,22 @@ def flush_range(flushed: int, committed: int) -> tuple[int, int]:
     return start, committed - start
 
 # %% ../book/01_mapped_file.ipynb #e9688e81
-import sys
+import ctypes, sys
 
-def force_range(mm, fileno: int, start: int, length: int) -> None:
-    "msync [start, start + length) of a shared map; on Linux as fdatasync, which lets other threads run."
-    if sys.platform.startswith("linux"):
-        os.fdatasync(fileno)
-    else:
+_MS_SYNC = 4 if sys.platform.startswith("linux") else 16 if sys.platform == "darwin" else None
+_msync = ctypes.CDLL(None, use_errno=True).msync if _MS_SYNC is not None else None
+if _msync is not None:
+    _msync.argtypes, _msync.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
+
+def force_range(mm, start: int, length: int) -> None:
+    "msync [start, start + length) of a shared map (start page-aligned), letting other threads run meanwhile."
+    if _msync is None:
         mm.flush(start, length)
+        return
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mm))     # the buffer is released at once
+    if _msync(address + start, length, _MS_SYNC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"msync: {os.strerror(err)}")
 
 # %% ../book/01_mapped_file.ipynb #acda2864
 class TransientMappedFile(MappedFile):
