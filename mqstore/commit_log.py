@@ -59,7 +59,7 @@ class PutResult:
         return r
 
 # %% ../book/04_commit_log.ipynb #1a41310a
-from _thread import allocate_lock as _new_lock
+from _thread import allocate_lock as _new_lock      # threading.Lock's C lock, without the wrapper
 
 SPINS = 100
 
@@ -466,7 +466,7 @@ class FlushService(threading.Thread):
 
     def run(self) -> None:
         last_thorough = time.monotonic()
-        period = (10 if self.sync else self.cfg.flush_interval_ms) / 1000
+        period = (10 if self.sync else self.cfg.flush_interval_ms) / 1000   # GroupCommitService waits 10 ms
         while True:
             batch = self._take_all(period)
             stopping = self._stopping

@@ -167,7 +167,7 @@ def _scan_windows(mf, buf, base: int, check_crc: bool, window: int, start: int =
         drop_pages(mf._mm if mf is not None else None, pos, stop)
         yield part
         if stop >= n or not (status is RecordStatus.OK or (status is RecordStatus.END and stop == end)):
-            return                        # the verdict; a cut record (OK) or a window's end goes on
+            return                        # the verdict; a record straddling the window's end (OK) goes on
         wide = window if stop > pos else n    # a record longer than the window: the rest at once
         pos = stop
 
@@ -254,7 +254,8 @@ def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=N
                        on_batch=None, window: int | None = None):
     """`walk_segments` with one vectorised scan per segment: the same verdict, events and messages.
     `on_batch` (instead of `on_message`) receives each segment's valid records decoded as one batch;
-    `window`: each segment is scanned that many bytes at a time and its pages given back (bounded memory)."""
+    `window` (verdict-only walks: no `on_batch`): each segment is scanned that many bytes at a time and its
+    pages given back (bounded memory)."""
     files = mfq.files
     index = start_index
     while True:

@@ -68,9 +68,11 @@ def segment_windows_ahead(mf, start: int, view_end: int, window: int = SCRUB_WIN
         ahead = pool.submit(_scanned, mf, pos, n)
         try:
             while True:
-                (buf, headers, end, status, batch), ahead = ahead.result(), None
-                cut = pos + n < view_end and status in (RecordStatus.TORN, RecordStatus.END)
-                window *= 2 if end == 0 and cut else 1      # one record bigger than the window
+                buf, headers, end, status, batch = ahead.result()
+                ahead = None
+                cut = pos + n < view_end and status in (RecordStatus.TORN, RecordStatus.END)  # ended in a record
+                if end == 0 and cut:
+                    window *= 2                              # one record bigger than the window
                 stop, nxt = not cut and end < n, pos + end
                 if not stop and nxt < view_end:
                     ahead = pool.submit(_scanned, mf, nxt, min(window, view_end - nxt))
