@@ -191,11 +191,12 @@ def _middle_windowed(mf, buf, window: int) -> int:
         del data
     return at if 0 < at < len(buf) else 0
 
-def _scan_windows_split(mf, buf, base: int, check_crc: bool, window: int, split: bool = True):
-    "`_scan_windows` of the segment; with `split`, its second half walked at once in another thread."
-    mid = _middle_windowed(mf, buf, window) if split else 0
+def _scan_windows_split(mf, buf, base: int, check_crc: bool, window: int, split: bool = True,
+                        decode: bool = False):
+    "`_scan_windows` of the segment; with `split` (verdicts only), its second half walked at once in another thread."
+    mid = _middle_windowed(mf, buf, window) if split and not decode else 0
     if not mid:
-        yield from _scan_windows(mf, buf, base, check_crc, window)
+        yield from _scan_windows(mf, buf, base, check_crc, window, decode=decode)
         return
     with ThreadPoolExecutor(1, thread_name_prefix="mqstore-scan") as pool:
         second = pool.submit(_last, _scan_windows(mf, buf, base, check_crc, window, mid))
@@ -265,7 +266,7 @@ def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=N
             n = len(buf)
             replay = observer is not None or on_message is not None
             if window:
-                parts = _scan_windows_split(mf, buf, base, check_crc, window, split=not replay)
+                parts = _scan_windows_split(mf, buf, base, check_crc, window, not replay, on_batch is not None)
             elif on_batch is not None and not replay:
                 parts = _scan_pipelined(buf, base, check_crc)
             else:

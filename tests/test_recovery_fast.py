@@ -169,3 +169,21 @@ def test_a_segment_scanned_in_two_halves_decides_like_the_reference(msgs, data):
     finally:
         recovery.SPLIT_BYTES = saved
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_windowed_walk_with_batches_hands_over_every_record(tmp_path):
+    "A windowed walk asked for batches decodes every window (and is not split): the batches cover the log."
+    import mqstore.recovery as recovery
+    files, records = build_log(tmp_path, [Message(f"T{k % 3}", b"x" * (k * 37 % 300)) for k in range(60)])
+    log = CommitLog(tmp_path, CFG).load()
+    saved, recovery.SPLIT_BYTES = recovery.SPLIT_BYTES, 1
+    try:
+        ref = walk_segments(log.mfq, 0, True)
+        for window in (97, 700, 5000):
+            batches = []
+            assert walk_segments_fast(log.mfq, 0, True, on_batch=batches.append, window=window) == ref
+            offsets = [int(o) for b in batches for o in b.headers["commit_log_offset"]]
+            assert offsets == sorted(offsets) and len(offsets) == len(set(offsets)) == len(records)
+    finally:
+        recovery.SPLIT_BYTES = saved
+        log.shutdown()
