@@ -595,7 +595,8 @@ def _props_columns(props, n: int):
     pairs = int(counts.sum())
     if not pairs:
         return np.zeros(1, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    flat = list(chain.from_iterable(chain.from_iterable(map(dict.items, props))))
+    flat = [None] * (2 * pairs)                 # names and values, alternating
+    flat[0::2], flat[1::2] = chain.from_iterable(props), chain.from_iterable(map(dict.values, props))
     if set(map(type, flat)) != {str}:
         raise TypeError("a name or value that is not a plain str")
     blob = np.frombuffer(bytearray(("\x01".join(flat) + "\x01").encode("utf-8")), np.uint8)
