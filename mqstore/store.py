@@ -665,10 +665,12 @@ from .commit_log import batch_columns
 from .errors import MessageError
 from .message import compiled_kernels
 
+_NONE = object()                # no attribute (vars() would build a dict for every message)
+
 def batch_checked(messages, cols) -> bool:
     "True if every message of the batch passes `check_message`, decided on its `batch_columns`."
     if (set(map(type, messages)) != {Message}
-            or any(map(dict.__contains__, map(vars, messages), repeat("queue_offset")))):
+            or set(map(getattr, messages, repeat("queue_offset"), repeat(_NONE))) != {_NONE}):
         return False
     queue_ids = cols.ints[0]
     if queue_ids.min() < 0 or queue_ids.max() > MAX_QUEUE_ID:
