@@ -419,6 +419,7 @@ _API = {
     'check_store_root': 'store',
     'last_store_timestamp': 'store',
     'repair_store': 'store',
+    'batch_checked': 'store',
     'TS_STORE_UNIT_SIZE': 'transaction',
     'TS_STATE_POS': 'transaction',
     'REDO_LOG_TOPIC': 'transaction',

@@ -310,21 +310,22 @@ class CommitLog:
             mf.store_timestamp = self.last_store_timestamp = ts
             i += k
 
-    def put_batch(self, messages) -> "BatchPutResult":
+    def put_batch(self, messages, columns=None) -> "BatchPutResult":
         """Append many messages under one lock, with one store timestamp and (sync flush) one wait.
 
     Every record gets the bytes, offsets and queue offsets that `put` one by one would give
     it (with a clock that returns the same time); a segment that fills up is sealed with a
     blank as usual. A message that cannot be encoded raises before anything is written.
-    With the compiled kernels the batch is encoded as columns (`batch_columns`)."""
+    With the compiled kernels the batch is encoded as columns (`batch_columns`); a caller that
+    has them already (the store's checks, chapter 7) passes them as `columns`."""
         if self.closed:
             raise StoreClosedError("the commit log is shut down")
         if self.read_only:
             raise ReadOnlyStoreError("the store was opened read-only")
         cfg, messages = self.config, list(messages)
         n, recs = len(messages), None
-        cols = batch_columns(messages, cfg.store_host, cfg.max_message_size) \
-            if n and compiled_kernels() is not None else None
+        cols = columns if columns is not None or not n or compiled_kernels() is None else \
+            batch_columns(messages, cfg.store_host, cfg.max_message_size)
         if cols is None:
             recs = [encode_message(m, cfg.store_host, max_body_size=cfg.max_message_size) for m in messages]
         sizes = np.fromiter(map(len, recs), np.int64, n) if cols is None else cols.sizes
@@ -594,8 +595,11 @@ def _props_columns(props, n: int):
     pairs = int(counts.sum())
     if not pairs:
         return np.zeros(1, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    text = "\x01".join(chain.from_iterable(chain.from_iterable(map(dict.items, props))))
-    blob = np.frombuffer(bytearray((text + "\x01").encode("utf-8")), np.uint8)
+    flat = [None] * (2 * pairs)                 # names and values, alternating
+    flat[0::2], flat[1::2] = chain.from_iterable(props), chain.from_iterable(map(dict.values, props))
+    if set(map(type, flat)) != {str}:
+        raise TypeError("a name or value that is not a plain str")
+    blob = np.frombuffer(bytearray(("\x01".join(flat) + "\x01").encode("utf-8")), np.uint8)
     sep = np.flatnonzero(blob == 1)
     if len(sep) != 2 * pairs or np.count_nonzero(blob == 2):
         raise TypeError("a separator inside a name or value")
@@ -614,23 +618,25 @@ def _props_columns(props, n: int):
 # %% ../book/04_commit_log.ipynb #d9740566
 _COLUMNS = [attrgetter(name) for name in ("topic", "body", "properties", "born_host", "queue_id", "flag",
              "sys_flag", "born_timestamp", "reconsume_times", "prepared_transaction_offset")]
-_SECOND = itemgetter(1)
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 class BatchColumns:
     "A batch of messages as columns for `write_records`."
+
+def _plain(topics, bodies, props, borns, ints) -> bool:
+    "Only plain types: str topics, bytes bodies, dict properties, (str, int) hosts, int fields."
+    return ((set(map(type, topics)), set(map(type, bodies)), set(map(type, props)), set(map(type, borns)),
+             set(map(type, map(_FIRST, borns))), set(map(type, map(_SECOND, borns))),
+             set(map(type, chain.from_iterable(ints)))) == ({str}, {bytes}, {dict}, {tuple}, {str}, {int}, {int}))
 
 def batch_columns(messages, store_host, max_body_size: int):
     "The batch as BatchColumns, or None if a message needs `encode_message` (which raises or encodes it)."
     n, c = len(messages), BatchColumns()
     try:
         topics, bodies, props, borns, *ints = [list(map(get, messages)) for get in _COLUMNS]
-        if (set(map(type, bodies)) != {bytes} or bool in set(map(type, ints[0]))
-                or not set(map(type, map(_SECOND, borns))) <= {int, bool}):
+        if not _plain(topics, bodies, props, borns, ints):
             return None
-        a = np.array(ints)
-        if a.dtype.kind not in "ib" or a.shape != (6, n):
-            return None
-        c.ints = a = a.astype(np.int64)
+        c.ints = a = np.array(ints, np.int64)
         if a[[0, 1, 2, 4]].min() < -(1 << 31) or a[[0, 1, 2, 4]].max() >= 1 << 31:
             return None
         c.body_len = np.fromiter(map(len, bodies), np.int64, n)
@@ -642,10 +648,10 @@ def batch_columns(messages, store_host, max_body_size: int):
         c.hid, c.hosts, c.host_at, c.host_len, v6 = HOST_PIECES.lookup(borns, n)
         store, store_v6 = _packed_host(*store_host)
         c.props, c.props_at, c.props_len = _props_columns(props, n)
-    except (TypeError, ValueError, LookupError, OverflowError, MessageError, struct.error):
+    except (TypeError, ValueError, LookupError, AttributeError, OverflowError, MessageError, struct.error):
         return None
     a[2] = a[2] & ~0x30 | v6[c.hid] << 4 | (0x20 if store_v6 else 0)
-    c.store, c.n = np.frombuffer(store, np.uint8), n
+    c.store, c.n, c.topic_names, c.born_hosts = np.frombuffer(store, np.uint8), n, topics, borns
     c.takes_all = not (a[2] & TRANSACTION_PREPARED_TYPE).any()     # no prepared / rollback record
     c.sizes = 72 + c.host_len[c.hid] + len(store) + c.body_len + c.topic_len[c.tid] + 2 + c.props_len
     return c

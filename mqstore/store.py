@@ -4,7 +4,7 @@
 __all__ = ['TOPIC_MAX_LENGTH', 'STORE_ENTRIES', 'FlushConsumeQueueService', 'plugin_calls', 'MessageStore',
            'QueueTailsDropped', 'guard_thread', 'check_topic', 'check_host', 'check_message',
            'check_query_arguments', 'check_config', 'check_open_arguments', 'check_store_root',
-           'last_store_timestamp', 'repair_store']
+           'last_store_timestamp', 'repair_store', 'batch_checked']
 
 # %% ../book/07_recovery.ipynb #1f709d3b
 import os, threading, time, warnings
@@ -455,10 +455,14 @@ class MessageStore:
         "Append many messages at once (see CommitLog.put_batch); nothing is written if one is invalid."
         self._check_open()
         messages = list(messages) if not isinstance(messages, list) else messages
-        for m in messages:
-            check_message(m)                    # before anything is written
+        cfg, cols = self.commit_log.config, None
+        if messages and compiled_kernels() is not None:     # the batch as columns, checked at once (below)
+            cols = batch_columns(messages, cfg.store_host, cfg.max_message_size)
+        if cols is None or not batch_checked(messages, cols):
+            for m in messages:
+                check_message(m)                    # before anything is written
         self._check_services()
-        result = self.commit_log.put_batch(messages)
+        result = self.commit_log.put_batch(messages, cols)
         self.reput.notify()
         return result
 
@@ -654,3 +658,32 @@ def repair_store(root, config: StoreConfig | None = None, observer=None) -> int:
         store.wait_dispatched()
         store.commit_log.publish_flushed(last_store_timestamp(store.commit_log))   # all of it is on disk
         return store.commit_log.max_offset
+
+# %% ../book/07_recovery.ipynb #88a34de1
+from itertools import repeat
+from .commit_log import batch_columns
+from .errors import MessageError
+from .message import compiled_kernels
+
+_NONE = object()                # no attribute (vars() would build a dict for every message)
+
+def batch_checked(messages, cols) -> bool:
+    "True if every message of the batch passes `check_message`, decided on its `batch_columns`."
+    if (set(map(type, messages)) != {Message}
+            or set(map(getattr, messages, repeat("queue_offset"), repeat(_NONE))) != {_NONE}):
+        return False
+    queue_ids = cols.ints[0]
+    if queue_ids.min() < 0 or queue_ids.max() > MAX_QUEUE_ID:
+        return False
+    topics, hosts = set(cols.topic_names) - _GOOD_TOPICS, set(cols.born_hosts) - _GOOD_HOSTS
+    try:
+        for topic in topics:
+            check_topic(topic)
+        for host in hosts:
+            check_host(host, "born_host")
+    except MessageError:
+        return False
+    for good, new in ((_GOOD_TOPICS, topics), (_GOOD_HOSTS, hosts)):
+        if len(good) + len(new) <= 4096:
+            good.update(new)
+    return True
