@@ -57,8 +57,13 @@ from concurrent.futures import ThreadPoolExecutor
 def _scanned(mf, pos: int, n: int):
     "(view of mf[pos:pos+n], headers, end, status, batch): the window, scanned and decoded."
     buf = mf.view(pos, pos + n)
-    return (buf,) + tuple(scan_decode_segment(buf, 0, check_crc=True, stop_on_bad_crc=True))
+    try:
+        return (buf,) + tuple(scan_decode_segment(buf, 0, check_crc=True, stop_on_bad_crc=True))
+    except BaseException:
+        buf.release()                                # a failed scan must not keep the map exported
+        raise
 
+# %% ../book/12_real_stores.ipynb #dd6fc8c3
 def segment_windows_ahead(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
     "`segment_windows`, each next window scanned in another thread while the caller checks this one."
     pos, n, ahead = start, min(window, view_end - start), None
@@ -87,7 +92,7 @@ def segment_windows_ahead(mf, start: int, view_end: int, window: int = SCRUB_WIN
                     return nxt, status if stop else RecordStatus.END
                 pos, n = nxt, min(window, view_end - nxt)
         finally:
-            if ahead is not None:                    # the caller stopped early: release the next window
+            if ahead is not None and ahead.exception() is None:   # stopped early: release the next window
                 ahead.result()[0].release()
 
 # %% ../book/12_real_stores.ipynb #9eddc2e7
