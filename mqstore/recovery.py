@@ -255,8 +255,8 @@ def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=N
                        on_batch=None, window: int | None = None):
     """`walk_segments` with one vectorised scan per segment: the same verdict, events and messages.
     `on_batch` (instead of `on_message`) receives each segment's valid records decoded as one batch;
-    `window` (verdict-only walks: no `on_batch`): each segment is scanned that many bytes at a time and its
-    pages given back (bounded memory)."""
+    `window`: each segment is scanned that many bytes at a time and its pages given back (bounded memory);
+    a walk that only wants the verdict also walks a big segment's second half in another thread."""
     files = mfq.files
     index = start_index
     while True:
