@@ -64,6 +64,7 @@ class MappedFile:
         self.wrote_position = self.committed_position = self.flushed_position = 0
         self.flush_count = 0       # msync calls, for the pictures of chapter 4
         self.store_timestamp = 0   # store time of the last message appended (set by callers)
+        self._from_offset = None   # file_from_offset, once asked
 
     def _check_open(self):
         if self._mm is None:
@@ -90,7 +91,11 @@ class MappedFile:
     def name(self) -> str: return self.path.name
 
     @property
-    def file_from_offset(self) -> int: return name_to_offset(self.name)
+    def file_from_offset(self) -> int:
+        "The global offset of the file's first byte: its name, parsed once (dispatch asks often)."
+        if self._from_offset is None:
+            self._from_offset = name_to_offset(self.name)
+        return self._from_offset
 
     @property
     def closed(self) -> bool: return self._mm is None
