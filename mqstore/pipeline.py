@@ -512,16 +512,24 @@ def _write_index_rows(rows, out: Path, config: StoreConfig, clock) -> tuple:
     keyed = [np.frombuffer(r["keyed"], KEYED_PART) for r in index_rows]
     return _write_keyed(out, config, keyed, [np.frombuffer(r["hashes"], "<i8") for r in index_rows], clock)
 
+def _entries(keyed, hashes) -> np.ndarray:
+    "Index entries as three rows (key hash, physical offset, store time): a keyed row's offset per key."
+    per = keyed["keys"].astype(np.int64)
+    return np.stack([hashes.astype(np.int64), np.repeat(keyed["offset"], per),
+                     np.repeat(keyed["store_timestamp"], per)])
+
+def _write_entries(out: Path, config: StoreConfig, entries: list, clock) -> tuple:
+    "Index files from the segments' entries, in order; return (entries, files)."
+    e = np.concatenate(entries or [np.zeros((3, 0), np.int64)], axis=1)
+    service = write_index(out, config, e[0], e[1], e[2], clock)
+    files = len(service.files)
+    service.close()
+    return e.shape[1], files
+
 def _write_keyed(out: Path, config: StoreConfig, keyed: list, hashes: list, clock) -> tuple:
     "Index files from the keyed parts and hashes of the segments, in order; return (entries, files)."
     keyed = np.concatenate(keyed or [np.zeros(0, KEYED_PART)])
-    hashes = np.concatenate(hashes or [np.zeros(0, "<i8")])
-    per = keyed["keys"].astype(np.int64)
-    service = write_index(out, config, hashes, np.repeat(keyed["offset"], per),
-                          np.repeat(keyed["store_timestamp"], per), clock)
-    entries, files = len(hashes), len(service.files)
-    service.close()
-    return entries, files
+    return _write_entries(out, config, [_entries(keyed, np.concatenate(hashes or [np.zeros(0, "<i8")]))], clock)
 
 def _write_parts(parts: pa.Table, out: Path, config: StoreConfig, clock):
     "The driver's half: concatenate every queue's units and the index keys in segment order, write them."
@@ -585,12 +593,6 @@ def warm_up(spark) -> list:
 # %% ../book/10_spark_pipeline.ipynb #dbb2ae5d
 import itertools, shutil
 
-def _entries(keyed, hashes) -> np.ndarray:
-    "A segment's index entries as three rows (key hash, physical offset, store time), a column each."
-    per = keyed["keys"].astype(np.int64)
-    return np.stack([hashes.astype(np.int64), np.repeat(keyed["offset"], per),
-                     np.repeat(keyed["store_timestamp"], per)])
-
 def segment_to_folder(path, segment_offset: int, folder, with_index: bool = True) -> list:
     """A rebuild task that leaves its arrays in `folder`: the segment's units, queue after queue, in
     `<offset>.units`, its index entries in `<offset>.entries`. Returns what the driver needs to
@@ -623,14 +625,6 @@ def _read_folder(rows, folder, with_index: bool) -> tuple:
                 if with_index:
                     entries.append(np.fromfile(f"{name}.entries", np.int64).reshape(3, b))
     return per_queue, entries, records
-
-def _write_entries(out: Path, config: StoreConfig, entries: list, clock) -> tuple:
-    "Index files from the segments' entries, in order; return (entries, files)."
-    e = np.concatenate(entries or [np.zeros((3, 0), np.int64)], axis=1)
-    service = write_index(out, config, e[0], e[1], e[2], clock)
-    files = len(service.files)
-    service.close()
-    return e.shape[1], files
 
 # %% ../book/10_spark_pipeline.ipynb #bca54f7a
 def _folder_job(spark, segments, folder, with_index: bool, tasks: int) -> list:
