@@ -59,7 +59,7 @@ class PutResult:
         return r
 
 # %% ../book/04_commit_log.ipynb #1a41310a
-from _thread import allocate_lock as _new_lock      # threading.Lock's C lock, without the wrapper
+from _thread import allocate_lock as _new_lock      # the same C lock as threading.Lock
 
 SPINS = 100
 
