@@ -2,10 +2,10 @@
 
 # %% auto #0
 __all__ = ['WALKED', 'SKIPPED', 'BAD', 'REDISPATCHED', 'KEPT', 'CHOSEN', 'DROPPED', 'FAULTS', 'SCENARIO_CONFIG', 'store_snapshot',
-           'draw_snapshot', 'snapshot_legend', 'RecoveryScenario', 'recovery_legend', 'draw_recovery_step',
-           'recovery_frames', 'animate_scenario', 'animate_recovery', 'draw_recovery_state', 'filmstrip_steps',
-           'draw_filmstrip', 'keys_lost_by_rocketmq', 'apply_fault', 'run_scenario', 'explore_recovery',
-           'recovery_explorer']
+           'first_dropped', 'draw_snapshot', 'snapshot_legend', 'RecoveryScenario', 'recovery_legend',
+           'draw_recovery_step', 'recovery_frames', 'animate_scenario', 'animate_recovery', 'draw_recovery_state',
+           'filmstrip_steps', 'draw_filmstrip', 'keys_lost_by_rocketmq', 'apply_fault', 'run_scenario',
+           'explore_recovery', 'recovery_explorer']
 
 # %% ../../book/07_recovery.ipynb #216afe2f
 import matplotlib.pyplot as plt
@@ -58,6 +58,11 @@ def store_snapshot(root, config) -> dict:
             "index": np.concatenate(index) if index else np.zeros(0, np.int64)}
 
 # %% ../../book/07_recovery.ipynb #9a90a710
+def first_dropped(replay_from: int) -> int:
+    """The first commit-log offset whose index entry crash handling dropped. The kept index files end
+    at the *start* of the record at `replay_from` and hold its entry; 0 means no file was kept."""
+    return replay_from + 1 if replay_from > 0 else 0
+
 def draw_snapshot(snap, ax, title, xmax=None, dropped_from=None):
     "Commit log on top, one row per queue, the index at the bottom; x = commit-log offset."
     rows = ["commit log"] + list(snap["queues"]) + ["index"]
@@ -69,7 +74,7 @@ def draw_snapshot(snap, ax, title, xmax=None, dropped_from=None):
     for name, offs in snap["queues"].items():
         ax.plot(offs, np.full(len(offs), y[name]), "|", color=KEPT, ms=9)
     idx = np.asarray(snap["index"])
-    gone = idx >= dropped_from if dropped_from is not None else np.zeros(len(idx), bool)
+    gone = idx >= first_dropped(dropped_from) if dropped_from is not None else np.zeros(len(idx), bool)
     ax.plot(idx[~gone], np.full((~gone).sum(), y["index"]), "|", color=KEPT, ms=9)
     ax.plot(idx[gone], np.full(gone.sum(), y["index"]), "|", color=DROPPED, ms=9, mew=1.5)
     ax.axvline(end, color=BAD, lw=0.8, ls="--")
@@ -109,7 +114,7 @@ def _state(sc, upto: int) -> dict:
               title=f"{sc.fault}: before recovery")
     for e in sc.events[:upto]:
         if isinstance(e, IndexFilesDropped):
-            st["dropped"] = e.replay_from
+            st["dropped"] = first_dropped(e.replay_from)
             st["title"] = f"{len(e.names)} index file(s) dropped: the replay must start by {e.replay_from:,}"
         elif isinstance(e, SegmentChecked):
             st["checked"][e.index] = e.accepted
@@ -169,7 +174,8 @@ def recovery_legend():
     return [Patch(fc="white", ec=SKIPPED, hatch="///", label="skipped segment"),
             Patch(fc=WALKED, label="walked record"), Patch(fc=BAD, label="torn / bad record"),
             Patch(fc="white", ec="#444444", hatch="xx", label="truncated"),
-            mark("X", BAD, "segment too new"), mark("$\\checkmark$", CHOSEN, "start segment"),
+            mark("X", BAD, "segment too new"), mark("$\\checkmark$", CHOSEN, "checkpoint vouches for it"),
+            Patch(fill=False, ec=CHOSEN, lw=2.5, label="walk starts here"),
             mark("|", KEPT, "unit / entry on disk", mew=1.2), mark("|", DROPPED, "dropped or cut", mew=1.2),
             mark("+", REDISPATCHED, "re-dispatched", mew=2)]
 
@@ -266,7 +272,7 @@ def keys_lost_by_rocketmq(events, sent) -> list:
     if drop is None or chosen is None:
         return []
     rocketmq_start = int(chosen.name)
-    return [(t, k) for t, q, k, r in sent if drop.replay_from <= r.commit_log_offset < rocketmq_start]
+    return [(t, k) for t, q, k, r in sent if first_dropped(drop.replay_from) <= r.commit_log_offset < rocketmq_start]
 
 def _fill(store, sent, n, tag, counter, via_log=False):
     for i in range(n):
