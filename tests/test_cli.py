@@ -176,3 +176,82 @@ def test_verify_clean_and_damaged(our_store, tmp_path):
 def test_verify_the_real_store(real_store):
     r = run("verify", real_store)
     assert r.returncode == 0 and "no problems" in r.stdout
+
+
+# ---------------------------------------------------------------- issue 25, items 6-8
+
+HOLD = """import sys, time
+from mqstore.config import StoreConfig
+from mqstore.store import MessageStore
+store = MessageStore.open(sys.argv[1], StoreConfig.small(commit_log_file_size=8192))
+print("open", flush=True)
+time.sleep(120)
+"""
+
+
+def test_inspect_tells_a_running_store_from_a_crashed_one(our_store):
+    "The abort file exists during every run: `inspect` says 'in use' (and by whom) while the lock is held."
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(our_store)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        assert (our_store / "abort").exists()
+        before = tree_hashes(our_store)
+        r = run("inspect", our_store)
+        assert r.returncode == 0, r.stderr
+        first = r.stdout.splitlines()[0]
+        assert f"in use: its lock is held by process {holder.pid}" in first and "crashed" not in first
+        d = json.loads(run("inspect", our_store, "--json").stdout)
+        assert d["held_by"] == holder.pid and not d["clean_shutdown"]
+        assert tree_hashes(our_store) == before                  # asking changed nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    r = run("inspect", our_store)                                 # killed: abort left, nobody holds the lock
+    assert "abort file present and nobody holds the lock: last run crashed" in r.stdout.splitlines()[0]
+    assert json.loads(run("inspect", our_store, "--json").stdout)["held_by"] is None
+
+
+def test_inspect_never_creates_the_lock_file(real_store, tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(real_store, root)
+    (root / "lock").unlink(missing_ok=True)
+    r = run("inspect", root)
+    assert r.returncode == 0 and "(clean shutdown)" in r.stdout.splitlines()[0]
+    assert not (root / "lock").exists()
+
+
+def test_python_dash_m_runs_the_command(real_store, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mqstore", "inspect", str(real_store), "--json"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["commitlog"]["valid_end"] == 13574
+    r = subprocess.run([sys.executable, "-m", "mqstore", "inspect", str(tmp_path / "nothing")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1
+    r = subprocess.run([sys.executable, "-m", "mqstore", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("usage: mqstore")
+
+
+WITHOUT = """import sys
+for name in ("pyarrow", "pandas", "pyspark"):        # as on an install without the [spark] extra
+    sys.modules[name] = None
+from mqstore.cli import main
+status = main(sys.argv[1:])
+assert not {"pyarrow", "pandas", "pyspark"} & {m.split(".")[0] for m, v in sys.modules.items() if v is not None}
+sys.exit(status)
+"""
+
+
+def test_audit_without_arrow(our_store, real_store):
+    "The in-process audit needs numpy only; the Spark engine names the extra that brings what it needs."
+    for root in (our_store, real_store):
+        with_all = run("audit", root, "--json")
+        r = subprocess.run([sys.executable, "-c", WITHOUT, "audit", str(root), "--json"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == with_all.returncode == 0, r.stderr
+        assert r.stderr == "" and json.loads(r.stdout) == json.loads(with_all.stdout)
+    r = subprocess.run([sys.executable, "-c", WITHOUT, "audit", str(our_store), "--engine", "spark"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == ["mqstore audit: error: this needs pyarrow, which is not installed: "
+                                     "pip install 'mqstore[spark]'"]

@@ -426,14 +426,20 @@ def test_rebuild_on_a_standalone_cluster(store, reference, tmp_path):
                 "from mqstore.config import StoreConfig\n"
                 "from mqstore.pipeline import rebuild, audit, spark_session\n"
                 f"names = iter({INDEX_NAMES[:100]!r})\n"
-                f"s = spark_session('spark://127.0.0.1:{port}', app_name='mqstore-cluster-test')\n"
+                "import os\n"
+                "spark_session('local[1]').range(1).count()\n"      # a local session first, in the same JVM
+                f"s = spark_session('spark://127.0.0.1:{port}', app_name='mqstore-cluster-test',\n"
+                "                  conf={'spark.executor.memory': '768m'})\n"
                 "assert s.sparkContext.master.startswith('spark://')\n"
+                "assert 'SPARK_LOCAL_IP' not in os.environ\n"     # the driver is not pinned to loopback
+                "assert s.sparkContext.getConf().get('spark.driver.bindAddress', None) is None\n"
                 f"r = rebuild({str(store)!r}, {str(out)!r}, spark=s, config=StoreConfig.small(), clock=lambda: next(names))\n"
                 f"a = audit({str(store)!r}, spark=s)\n"
                 "print(json.dumps({'messages': r['messages'], 'ok': a['ok']}))\n"
                 "s.stop()\n")
+        driver_env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                             env={**os.environ, "MQSTORE_SPARK_LOG_DIR": str(tmp_path / "driver")})
+                             env={**driver_env, "MQSTORE_SPARK_LOG_DIR": str(tmp_path / "driver")})
         assert run.returncode == 0, run.stderr[-3000:]
         assert run.stderr == ""
         result = json.loads(run.stdout)
@@ -451,3 +457,18 @@ def test_rebuild_on_a_standalone_cluster(store, reference, tmp_path):
                 p.kill()
                 p.wait()
         logs.close()
+
+
+def test_session_settings_pin_only_a_local_driver_to_loopback(monkeypatch, tmp_path):
+    "Issue 25 item 9: a cluster's executors must reach the driver; nothing sizes them behind the user's back."
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    for master in ("local", "local[*]", "local[2]"):
+        local = pipeline.session_conf(master)
+        assert local["spark.driver.host"] == local["spark.driver.bindAddress"] == "127.0.0.1"
+    for master in ("spark://10.1.2.3:7077", "yarn", "k8s://https://10.1.2.3:6443"):
+        cluster = pipeline.session_conf(master)
+        assert not {"spark.driver.host", "spark.driver.bindAddress", "spark.executor.memory"} & set(cluster)
+    asked = pipeline.session_conf("spark://h:7077", conf={"spark.executor.memory": "2g"})
+    assert asked["spark.executor.memory"] == "2g"
+    pipeline._prepare_environment(tmp_path)
+    assert "SPARK_LOCAL_IP" not in os.environ

@@ -38,7 +38,7 @@ def _fresh_module(**kw):
 
 
 DECORATOR = "add_to_class"
-NOT_API = {"cli", "book", "accel"}         # modules whose names `mqstore.NAME` does not offer
+NOT_API = {"cli", "book", "accel", "__main__"}         # modules whose names `mqstore.NAME` does not offer
 
 
 class ExportError(Exception):
