@@ -170,6 +170,7 @@ _API = {
     'OffsetError': 'errors',
     'OffsetOutOfRangeError': 'errors',
     'SegmentGapError': 'errors',
+    'SegmentAlignmentError': 'errors',
     'MessageError': 'errors',
     'InvalidTopicError': 'errors',
     'MessageTooLargeError': 'errors',
