@@ -1,3 +1,4 @@
+import os
 import warnings
 import re
 import pytest
@@ -299,4 +300,32 @@ def test_read_only_load_changes_nothing_and_maps_read_only(tmp_path):
     with pytest.raises(TypeError):
         mf._mm[0:1] = b"x"
     ro.flush(); ro.close()
+    assert folder_state(tmp_path) == before
+
+
+def test_a_read_only_queue_refuses_to_create_truncate_or_delete(tmp_path):
+    from mqstore.errors import StoreStateError
+    q = MappedFileQueue(tmp_path, SIZE)
+    write_stream(q, [b"\x05" * 600 for _ in range(4)])
+    q.flush(); q.close()
+    before = folder_state(tmp_path)
+    ro = MappedFileQueue(tmp_path, SIZE).load(read_only=True)
+    for attempt in (lambda: ro.last_file(create=True), lambda: ro.truncate_dirty_files(100),
+                    lambda: ro.delete_expired_by_time(0, now_ms=1e18), ro.destroy):
+        with pytest.raises(StoreStateError, match="read-only"):
+            attempt()
+    ro.close()
+    assert folder_state(tmp_path) == before
+
+
+def test_warm_pages_on_a_file_found_on_disk_writes_nothing(tmp_path):
+    from mqstore.mapped_file import MappedFile
+    from mqstore.mapped_file_queue import warm_pages
+    mf = MappedFile.create(tmp_path, 0, 4 * SIZE)
+    mf.append(b"\x09" * (4 * SIZE)); mf.flush(); mf.close()
+    os.utime(tmp_path / offset_to_name(0), ns=(10**18, 10**18))     # any write fault moves it to now
+    before = folder_state(tmp_path)
+    again = MappedFile(tmp_path / offset_to_name(0), 4 * SIZE)
+    warm_pages(again)
+    again.close()
     assert folder_state(tmp_path) == before
