@@ -182,6 +182,7 @@ _API = {
     'OffsetError': 'errors',
     'OffsetOutOfRangeError': 'errors',
     'SegmentGapError': 'errors',
+    'SegmentAlignmentError': 'errors',
     'MessageError': 'errors',
     'InvalidTopicError': 'errors',
     'MessageTooLargeError': 'errors',

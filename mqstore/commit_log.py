@@ -107,8 +107,8 @@ class CommitLog:
         self._base_of = (None, 0)
 
     def load(self) -> "CommitLog":
-        "Map the segments already on disk."
-        self.mfq.load()
+        "Map the segments already on disk (read-only: mapped for reading, nothing on disk changed)."
+        self.mfq.load(read_only=self.read_only)
         return self
 
     @property

@@ -502,14 +502,6 @@ def get_messages(commit_log, cq_store, topic: str, queue_id: int, offset: int, m
     return res
 
 # %% ../book/05_dispatch.ipynb #533c4c58
-from .mapped_file import MappedFile
-from .mapped_file_queue import scan_segment_folder
-
 def load_read_only(mfq: MappedFileQueue) -> MappedFileQueue:
     "Map a segment folder for reading only: validated like `load`, a zero-byte last file ignored, nothing written."
-    paths, _empty_tail = scan_segment_folder(mfq.folder, mfq.file_size)   # the empty file stays on disk
-    for p in paths:
-        mf = MappedFile(p, mfq.file_size, writable=False)
-        mf.set_positions(mfq.file_size)
-        mfq.files.append(mf)
-    return mfq
+    return mfq.load(read_only=True)

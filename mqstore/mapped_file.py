@@ -65,6 +65,7 @@ class MappedFile:
         self.flush_count = 0       # msync calls, for the pictures of chapter 4
         self.store_timestamp = 0   # store time of the last message appended (set by callers)
         self._from_offset = None   # file_from_offset, once asked
+        self.created = False       # True when `create` pre-allocated it (only then may warm write)
 
     def _check_open(self):
         if self._mm is None:
@@ -83,6 +84,7 @@ class MappedFile:
         path.parent.mkdir(parents=True, exist_ok=True)
         _preallocate(path, file_size)
         mf = cls(path, file_size)
+        mf.created = True
         if warm:
             mf.warm()
         return mf
@@ -187,11 +189,15 @@ class MappedFile:
         return pos
 
     def warm(self) -> None:
-        "Touch every page after the wrote position, so appends do not page-fault."
+        "Touch every page after the wrote position, so appends do not page-fault (writes only a file `create` made)."
         self._check_open()
         start = -(-self.wrote_position // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        write = self.created and self.writable
         for p in range(start, self.file_size, OS_PAGE_SIZE):
-            self._mm[p] = 0
+            if write:
+                self._mm[p] = 0          # our own pre-allocated file: nothing lives past the wrote position
+            else:
+                self._mm[p]              # a file found on disk: read the page in, change nothing
         if hasattr(self._mm, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
             self._mm.madvise(mmap.MADV_WILLNEED)
 

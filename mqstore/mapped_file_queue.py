@@ -9,7 +9,8 @@ __all__ = ['OFFSET_LIMIT', 'SEGMENT_NAME', 'MADV_POPULATE_WRITE', 'MappedFileQue
 import os, re, time, warnings
 from pathlib import Path
 from .errors import (SegmentNameError, SegmentSizeError, SegmentGapError,
-                            OffsetOutOfRangeError, ConfigError, StoreClosedError)
+                            OffsetOutOfRangeError, ConfigError, StoreClosedError,
+                            SegmentAlignmentError, StoreStateError)
 from .mapped_file import MappedFile, name_to_offset, offset_to_name
 
 # %% ../book/02_mapped_file_queue.ipynb #3ccbd4a5
@@ -26,6 +27,11 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
+        self.read_only = False          # set by load(read_only=True): nothing on disk may change
+
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise StoreStateError(f"{self.folder}: loaded read-only, cannot {what}")
 
     @property
     def min_offset(self) -> int:
@@ -46,6 +52,7 @@ class MappedFileQueue:
         last = self.files[-1] if self.files else None
         if not create or (last is not None and not last.is_full()):
             return last
+        self._check_writable("create a file")
         start = (start_offset - start_offset % self.file_size) if last is None \
             else last.file_from_offset + self.file_size
         if self.allocator is not None:
@@ -89,6 +96,7 @@ class MappedFileQueue:
 
     def delete_expired_by_time(self, max_age_ms: int, now_ms: int | None = None) -> int:
         "Delete files (never the last) not modified for `max_age_ms`; return how many."
+        self._check_writable("delete files")
         now_ms = time.time() * 1000 if now_ms is None else now_ms
         deleted = 0
         while len(self.files) > 1:
@@ -102,26 +110,32 @@ class MappedFileQueue:
 
     def delete_expired_by_offset(self, offset: int, unit_size: int) -> int:
         "Delete files (never the last) whose last unit points below `offset`; return how many."
+        self._check_writable("delete files")
         deleted = 0
         while len(self.files) > 1 and last_unit_offset(self.files[0], unit_size) < offset:
             self.files.pop(0).destroy()
             deleted += 1
         return deleted
 
-    def load(self) -> "MappedFileQueue":
-        "Map every segment in the folder (validated first; an empty last file is removed)."
+    def load(self, read_only: bool = False) -> "MappedFileQueue":
+        """Map every segment in the folder (validated first; an empty last file is removed).
+
+    `read_only` changes nothing on disk: the empty last file stays, every file is mapped for
+    reading only, and the queue refuses to create, truncate or delete files afterwards."""
         paths, empty_tail = scan_segment_folder(self.folder, self.file_size)
-        if empty_tail is not None:
+        self.read_only = read_only
+        if empty_tail is not None and not read_only:
             warnings.warn(f"{empty_tail.name}: zero-byte last segment removed (RocketMQ #6904)")
             empty_tail.unlink()
         for p in paths:
-            mf = MappedFile(p, self.file_size)
+            mf = MappedFile(p, self.file_size, writable=not read_only)
             mf.set_positions(self.file_size)
             self.files.append(mf)
         return self
 
     def truncate_dirty_files(self, offset: int) -> None:
         "Drop every byte from `offset` on: later files deleted, the holding file zeroed past it."
+        self._check_writable(f"truncate at offset {offset}")
         keep = []
         for mf in self.files:
             start = mf.file_from_offset
@@ -144,6 +158,7 @@ class MappedFileQueue:
             mf.close()
 
     def destroy(self) -> None:
+        self._check_writable("delete files")
         for mf in self.files:
             mf.destroy()
         self.files = []
@@ -207,6 +222,9 @@ def scan_segment_folder(folder, file_size: int):
         if size != file_size:
             raise SegmentSizeError(
                 f"{p}: length {size} does not match the configured file size {file_size}", p)
+        if start % file_size:
+            raise SegmentAlignmentError(
+                f"{p}: starts at {start}, not a multiple of the file size {file_size}", p)
         if prev is not None and start != prev + file_size:
             raise SegmentGapError(
                 f"{p}: starts at {start}, but the previous segment ends at {prev + file_size}", p)
@@ -242,7 +260,12 @@ def warm_pages(mf: MappedFile, chunk: int = 1 << 20, should_stop=None) -> None:
     """Fault in every page after the wrote position, `chunk` bytes at a time (RocketMQ's warmMappedFile).
 
     Uses madvise(MADV_POPULATE_WRITE) where the kernel has it, else writes zeros through the
-    map; between chunks the thread lets others run, so a writer is never held up for long."""
+    map; between chunks the thread lets others run, so a writer is never held up for long.
+    Only a file `MappedFile.create` made is written: one found on disk holds data past its
+    wrote position, and is only read in (`MappedFile.warm`)."""
+    if not mf.created:
+        mf.warm()
+        return
     pos = mf.wrote_position - mf.wrote_position % OS_PAGE_SIZE
     populate = True
     while pos < mf.file_size and not (should_stop and should_stop()):

@@ -387,3 +387,28 @@ def test_group_commit_with_a_spinning_put_lock_loses_no_request(tmp_path):
     assert log.flushed_offset >= max(r.next_offset for r in results)
     assert log.flush_service.flushes < 32 * 60          # groups, not one flush per put
     log.shutdown()
+
+
+def test_read_only_load_writes_nothing(tmp_path):
+    "Issue 25 item 3: CommitLog(read_only=True).load() keeps a zero-byte last segment, maps read-only."
+    import hashlib
+    cfg = StoreConfig.small(commit_log_file_size=4096)
+    log = new_log(tmp_path, commit_log_file_size=4096)
+    rs = [log.put(Message("T", bytes([i + 1]) * 700)) for i in range(12)]
+    log.shutdown()
+    folder = tmp_path / "commitlog"
+    last = max(int(p.name) for p in folder.iterdir())
+    (folder / f"{last + 4096:020d}").write_bytes(b"")        # a crash right after creating the next one
+
+    def state():
+        return {str(p.relative_to(tmp_path)): (p.stat().st_size, p.stat().st_mtime_ns,
+                                               hashlib.sha256(p.read_bytes()).hexdigest())
+                for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    before = state()
+    ro = CommitLog(tmp_path, cfg, read_only=True).load()
+    assert ro.mfq.files and all(not mf.writable for mf in ro.mfq.files)
+    with pytest.raises(TypeError):
+        ro.mfq.files[0]._mm[0:1] = b"x"
+    assert [ro.get(r.commit_log_offset).body for r in rs] == [bytes([i + 1]) * 700 for i in range(12)]
+    ro.shutdown()
+    assert state() == before

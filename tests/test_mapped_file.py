@@ -161,3 +161,31 @@ def test_force_range_calls_msync_on_the_range(tmp_path, monkeypatch):
     with open(mf.path, "rb") as again:
         assert os.pread(again.fileno(), 5010, 0) == b"a" * 5000 + b"b" * 10
     mf.close()                                   # no buffer of the map was left exported
+
+
+def test_warm_on_a_reopened_file_keeps_its_data(tmp_path):
+    "Issue 25 item 5: warm() on a file found on disk (not created by this object) writes nothing."
+    size = 16 * 1024
+    mf = MappedFile.create(tmp_path, 0, size)
+    data = bytes((i % 251) + 1 for i in range(size))     # no zero byte anywhere
+    mf.append(data)
+    mf.flush()
+    mf.close()
+    path = tmp_path / offset_to_name(0)
+    os.utime(path, ns=(10**18, 10**18))                  # any write fault moves it to now
+    before = os.stat(path).st_mtime_ns
+    again = MappedFile(path, size)
+    again.warm()
+    again.close()
+    assert path.read_bytes() == data
+    assert os.stat(path).st_mtime_ns == before
+
+
+def test_warm_on_a_read_only_map_reads_only(tmp_path):
+    size = 8192
+    mf = MappedFile.create(tmp_path, 0, size)
+    mf.append(b"\x07" * size); mf.flush(); mf.close()
+    ro = MappedFile(tmp_path / offset_to_name(0), size, writable=False)
+    ro.warm()
+    ro.close()
+    assert (tmp_path / offset_to_name(0)).read_bytes() == b"\x07" * size

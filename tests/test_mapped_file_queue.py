@@ -1,3 +1,4 @@
+import os
 import warnings
 import re
 import pytest
@@ -240,3 +241,91 @@ def test_a_store_with_a_ds_store_in_its_commitlog_opens(tmp_path):
         store = MessageStore.open(tmp_path, cfg)
     with store:
         assert store.get("T", 0, 0).messages[0].body == b"x"
+
+
+def test_a_folder_not_starting_on_a_segment_boundary_is_refused(tmp_path):
+    "Issue 25 item 4: 100 and 4196 are contiguous but not on 4096-byte boundaries."
+    from mqstore.errors import SegmentAlignmentError
+    size = 4096
+    (tmp_path / offset_to_name(100)).write_bytes(b"\x01" * size)
+    (tmp_path / offset_to_name(100 + size)).write_bytes(b"\x02" * size)
+    before = snapshot(tmp_path)
+    with pytest.raises(SegmentAlignmentError, match=offset_to_name(100)):
+        MappedFileQueue(tmp_path, size).load()
+    with pytest.raises(SegmentAlignmentError, match=offset_to_name(100)):
+        MappedFileQueue(tmp_path, size).load(read_only=True)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_misaligned_segment_after_the_first_is_refused(tmp_path):
+    from mqstore.errors import SegmentAlignmentError
+    (tmp_path / offset_to_name(0)).write_bytes(bytes(SIZE))
+    (tmp_path / offset_to_name(SIZE + 10)).write_bytes(bytes(SIZE))
+    with pytest.raises((SegmentAlignmentError, SegmentGapError), match=offset_to_name(SIZE + 10)):
+        MappedFileQueue(tmp_path, SIZE).load()
+
+
+def test_a_queue_starting_at_a_later_boundary_loads(tmp_path):
+    "A consume queue whose old files were deleted starts at a multiple of the file size: fine."
+    cq_size = 20 * 8
+    for k in (3, 4, 5):
+        (tmp_path / offset_to_name(k * cq_size)).write_bytes(bytes([k]) * cq_size)
+    q = MappedFileQueue(tmp_path, cq_size).load()
+    assert q.min_offset == 3 * cq_size
+    assert q.find_by_offset(4 * cq_size + 7).name == offset_to_name(4 * cq_size)
+    q.close()
+
+
+def folder_state(folder):
+    "Names, sizes, mtimes and content hashes of everything under `folder`."
+    import hashlib
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns,
+                                         hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_read_only_load_changes_nothing_and_maps_read_only(tmp_path):
+    "Issue 25 item 3, at the queue's level: a zero-byte last file stays, the maps refuse writes."
+    q = MappedFileQueue(tmp_path, SIZE)
+    write_stream(q, [bytes([i + 1]) * 300 for i in range(7)])
+    q.flush(); q.close()
+    (tmp_path / offset_to_name(len(q.files) * SIZE)).write_bytes(b"")   # a crash right after creating it
+    before = folder_state(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                    # no "removed" warning
+        ro = MappedFileQueue(tmp_path, SIZE).load(read_only=True)
+    assert [mf.writable for mf in ro.files] == [False] * len(q.files)
+    mf = ro.find_by_offset(0)
+    assert mf.read(0, 3) == b"\x01" * 3
+    with pytest.raises(TypeError):
+        mf._mm[0:1] = b"x"
+    ro.flush(); ro.close()
+    assert folder_state(tmp_path) == before
+
+
+def test_a_read_only_queue_refuses_to_create_truncate_or_delete(tmp_path):
+    from mqstore.errors import StoreStateError
+    q = MappedFileQueue(tmp_path, SIZE)
+    write_stream(q, [b"\x05" * 600 for _ in range(4)])
+    q.flush(); q.close()
+    before = folder_state(tmp_path)
+    ro = MappedFileQueue(tmp_path, SIZE).load(read_only=True)
+    for attempt in (lambda: ro.last_file(create=True), lambda: ro.truncate_dirty_files(100),
+                    lambda: ro.delete_expired_by_time(0, now_ms=1e18), ro.destroy):
+        with pytest.raises(StoreStateError, match="read-only"):
+            attempt()
+    ro.close()
+    assert folder_state(tmp_path) == before
+
+
+def test_warm_pages_on_a_file_found_on_disk_writes_nothing(tmp_path):
+    from mqstore.mapped_file import MappedFile
+    from mqstore.mapped_file_queue import warm_pages
+    mf = MappedFile.create(tmp_path, 0, 4 * SIZE)
+    mf.append(b"\x09" * (4 * SIZE)); mf.flush(); mf.close()
+    os.utime(tmp_path / offset_to_name(0), ns=(10**18, 10**18))     # any write fault moves it to now
+    before = folder_state(tmp_path)
+    again = MappedFile(tmp_path / offset_to_name(0), 4 * SIZE)
+    warm_pages(again)
+    again.close()
+    assert folder_state(tmp_path) == before
