@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from .config import StoreConfig
 from .errors import (MessageTooLargeError, OffsetOutOfRangeError, NotARecordStartError,
-                            StoreClosedError, ReadOnlyStoreError)
+                            StoreClosedError, ReadOnlyStoreError, ConfigError, InvalidMessageError)
 from .mapped_file_queue import MappedFileQueue, AllocateService
 from .message import (Message, StoredMessage, encode_message, patch_record, encode_blank,
                              check_record, RecordStatus, transaction_type, create_message_id,
@@ -88,6 +88,8 @@ class CommitLog:
 
     def __init__(self, root, config: StoreConfig | None = None, clock=None, checkpoint=None,
                  read_only: bool = False, queue_offset_hook=None):
+        if config is not None and not isinstance(config, StoreConfig):
+            raise ConfigError(f"config must be a StoreConfig or None, not {type(config).__name__}")
         self.root = Path(root)
         self.config = config or StoreConfig()
         self.clock = clock or (lambda: int(time.time() * 1000))
@@ -322,8 +324,11 @@ class CommitLog:
             raise StoreClosedError("the commit log is shut down")
         if self.read_only:
             raise ReadOnlyStoreError("the store was opened read-only")
-        cfg, messages = self.config, list(messages)
-        n, recs = len(messages), None
+        try:
+            messages = list(messages)
+        except TypeError:
+            raise InvalidMessageError(f"put_batch takes an iterable of Messages, not {type(messages).__name__}") from None
+        cfg, n, recs = self.config, len(messages), None
         cols = columns if columns is not None or not n or compiled_kernels() is None else \
             batch_columns(messages, cfg.store_host, cfg.max_message_size)
         if cols is None:

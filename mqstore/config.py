@@ -4,23 +4,42 @@
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
 # %% ../book/04_commit_log.ipynb #993c43fa
-from dataclasses import dataclass, field, replace
+import ipaddress
+from dataclasses import dataclass, field, fields, replace
 from .errors import ConfigError
 
 FLUSH_ASYNC = "ASYNC_FLUSH"
 FLUSH_SYNC = "SYNC_FLUSH"
+_POSITIVE = {"commit_log_file_size", "consume_queue_units", "index_slots", "index_entries",
+             "max_message_size", "flush_interval_ms", "flush_cq_interval_ms", "max_msgs_num_batch"}
+
+def _check_host(host) -> bool:
+    "An (ip, port) pair: an IPv4/IPv6 address and a port in [0, 65535]."
+    try:
+        ip, port = host
+        ipaddress.ip_address(ip)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(host, (tuple, list)) and type(port) is int and 0 <= port <= 65535
 
 def _check_config(c) -> None:
-    "Refuse a configuration that cannot work (ConfigError names the field)."
+    "Refuse a configuration that cannot work (ConfigError names the field and the value)."
+    for f in fields(c):
+        v = getattr(c, f.name)
+        if f.type in (int, bool, str) and type(v) is not f.type:
+            raise ConfigError(f"{f.name} must be {f.type.__name__}, not {type(v).__name__} {v!r:.40}")
+        if f.type is int and not (f.name in _POSITIVE) <= v <= 2**31 - 1:   # a Java int
+            raise ConfigError(f"{f.name} {v} is out of range ({'1' if f.name in _POSITIVE else '0'} to 2^31-1)")
     if c.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
         raise ConfigError(f"flush_disk_type must be {FLUSH_ASYNC!r} or {FLUSH_SYNC!r}, "
                           f"not {c.flush_disk_type!r}")
-    for name in ("commit_log_file_size", "consume_queue_units", "index_slots",
-                 "index_entries", "max_message_size", "flush_interval_ms"):
-        if getattr(c, name) <= 0:
-            raise ConfigError(f"{name} must be positive, not {getattr(c, name)}")
+    if not _check_host(c.store_host):
+        raise ConfigError(f"store_host must be an (ip, port) pair, not {c.store_host!r:.60}")
     if c.commit_log_file_size < 1024:
         raise ConfigError(f"commit_log_file_size {c.commit_log_file_size} is too small (min 1024)")
+    if c.index_file_size > 2**31 - 1:
+        raise ConfigError(f"index files of {c.index_file_size} bytes are over 2 GiB "
+                          f"(index_slots {c.index_slots}, index_entries {c.index_entries})")
 
 # %% ../book/04_commit_log.ipynb #328905c1
 @dataclass

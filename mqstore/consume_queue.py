@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from .errors import (ConfigError, InvalidTopicError, OffsetOutOfRangeError, QueryError,
                             InvalidArgumentError, DispatchWarning, QueueFolderWarning)
+from .mapped_file import check_size
 from .mapped_file_queue import MappedFileQueue, zero_tail
 from .message import tags_code
 from .commit_log import queue_key, takes_queue_offset
@@ -69,8 +70,7 @@ class ConsumeQueue:
     "One queue of one topic: 20-byte units in fixed-size files (RocketMQ's ConsumeQueue)."
 
     def __init__(self, folder, topic: str, queue_id: int, units_per_file: int = 300_000):
-        if units_per_file <= 0:
-            raise ConfigError(f"units_per_file must be positive, not {units_per_file}")
+        check_size("units_per_file", units_per_file)
         self.topic, self.queue_id = topic, queue_id
         self.file_size = units_per_file * CQ_STORE_UNIT_SIZE
         self.mfq = MappedFileQueue(Path(folder), self.file_size)
@@ -265,6 +265,7 @@ class ConsumeQueueStore:
     "Every consume queue under `root/consumequeue` (RocketMQ's consumeQueueTable)."
 
     def __init__(self, root, units_per_file: int = 300_000):
+        check_size("units_per_file", units_per_file)
         self.folder = Path(root) / "consumequeue"
         self.units_per_file = units_per_file
         self.queues: dict = {}                       # (topic, queue_id) -> ConsumeQueue

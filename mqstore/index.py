@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from .errors import ConfigError, CorruptFileError, QueryError
-from .mapped_file import MappedFile
+from .mapped_file import MappedFile, check_size
 from .message import java_string_hash, transaction_type, TRANSACTION_ROLLBACK_TYPE
 
 INDEX_HEADER_SIZE = 40
@@ -75,8 +75,8 @@ class IndexFile:
     "One RocketMQ index file: a 40-byte header, hash slots and chained 20-byte entries."
 
     def __init__(self, path, slot_num: int, index_num: int, read_only: bool = False):
-        if slot_num <= 0 or index_num <= 1:
-            raise ConfigError(f"an index file needs slot_num > 0 and index_num > 1, not {slot_num}, {index_num}")
+        check_size("slot_num", slot_num)
+        check_size("index_num", index_num, minimum=2)          # entry 0 is never used
         self.slot_num, self.index_num = slot_num, index_num
         self.file_size = index_file_size(slot_num, index_num)
         self.mf = MappedFile(path, self.file_size, writable=not read_only)
@@ -264,6 +264,8 @@ class IndexService:
 
     def __init__(self, folder, slot_num: int = 5_000_000, index_num: int = 20_000_000, clock=None,
                  max_msgs_num_batch: int = MAX_MSGS_NUM_BATCH, on_file_full=None):
+        for name, v in (("slot_num", slot_num), ("index_num", index_num), ("max_msgs_num_batch", max_msgs_num_batch)):
+            check_size(name, v, minimum=2 if name == "index_num" else 1)
         self.folder = Path(folder)
         self.slot_num, self.index_num = slot_num, index_num
         self.clock = clock or (lambda: int(time.time() * 1000))

@@ -11,15 +11,14 @@ from pathlib import Path
 from .errors import (SegmentNameError, SegmentSizeError, SegmentGapError,
                             OffsetOutOfRangeError, ConfigError, StoreClosedError,
                             SegmentAlignmentError, StoreStateError)
-from .mapped_file import MappedFile, name_to_offset, offset_to_name
+from .mapped_file import MappedFile, name_to_offset, offset_to_name, check_size
 
 # %% ../book/02_mapped_file_queue.ipynb #3ccbd4a5
 class MappedFileQueue:
     "A logical byte stream over fixed-size mapped files (RocketMQ's `MappedFileQueue`)."
 
     def __init__(self, folder, file_size: int, warm: bool = False, allocator=None):
-        if file_size <= 0:
-            raise ConfigError(f"file size must be positive, not {file_size}")
+        check_size("file_size", file_size)
         self.folder = Path(folder)
         self.file_size = file_size
         self.warm = warm

@@ -151,7 +151,7 @@ class Message(PropertyAccess):
             store_timestamp=store_timestamp, store_host=tuple(store_host),
             reconsume_times=self.reconsume_times,
             prepared_transaction_offset=self.prepared_transaction_offset,
-            body=bytes(self.body), topic=self.topic, properties=dict(self.properties))
+            body=bytes(self.body), topic=self.topic, properties=dict(self.properties or {}))
 
 # %% ../book/03_record_format.ipynb #22a69e6b
 @dataclass
@@ -228,7 +228,7 @@ def store_timestamp_position(sys_flag: int) -> int:
     return BORN_HOST_POSITION + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
 
 # %% ../book/03_record_format.ipynb #fa006373
-from .errors import (MessageError, InvalidTopicError, MessageTooLargeError,
+from .errors import (MessageError, InvalidMessageError, InvalidTopicError, MessageTooLargeError,
                             PropertiesTooLongError, InvalidPropertyError, QueryError)
 
 @functools.lru_cache(maxsize=4096)
@@ -242,7 +242,7 @@ def _pack_host(host, what: str):
         ip, port = host
         return _packed_host(ip, port)
     except (ValueError, TypeError, struct.error) as e:
-        raise MessageError(f"{what} {host!r} is not an (ip, port) pair: {e}") from None
+        raise InvalidMessageError(f"{what} {host!r} is not an (ip, port) pair: {e}") from None
 
 @functools.lru_cache(maxsize=4096)
 def _ip_text(raw: bytes) -> str:
@@ -313,6 +313,8 @@ def _check_property(name, value) -> str:
 
 def encode_properties(properties) -> bytes:
     "Properties as RocketMQ stores them: UTF-8 `name\\x01value\\x02` per pair (None values skipped)."
+    if not isinstance(properties, dict) and properties is not None:
+        raise InvalidMessageError(f"properties must be a dict, not {type(properties).__name__}")
     if not properties:
         return b""
     parts = [_check_property(name, value) for name, value in properties.items() if value is not None]
@@ -353,7 +355,9 @@ def _checked_parts(msg, version: int, max_body_size: int):
         raise MessageError(f"record version must be 1 or 2, not {version!r}")
     topic = _encode_topic(msg.topic, version)
     if msg.body is None:
-        raise MessageError("the message has no body (it was decoded with read_body=False)")
+        raise InvalidMessageError("the message has no body (it was decoded with read_body=False)")
+    if not isinstance(msg.body, (bytes, bytearray, memoryview)):
+        raise InvalidMessageError(f"a body is bytes, bytearray or memoryview, not {type(msg.body).__name__}")
     body = bytes(msg.body)
     if len(body) > max_body_size:
         raise MessageTooLargeError(f"body of {len(body)} bytes is over the limit of {max_body_size}")
@@ -361,7 +365,7 @@ def _checked_parts(msg, version: int, max_body_size: int):
     for name, bits in _INT_FIELDS:
         v = getattr(msg, name)
         if not isinstance(v, int) or not -(1 << bits - 1) <= v < 1 << bits - 1:
-            raise MessageError(f"{name} = {v!r} does not fit a signed {bits}-bit field")
+            raise InvalidMessageError(f"{name} = {v!r:.40} does not fit a signed {bits}-bit field")
     return topic, body, props
 
 # %% ../book/03_record_format.ipynb #bc66e7fa
@@ -409,7 +413,9 @@ _PAIR_JOIN = "\x01".join                 # ("TAGS", "a") -> "TAGS\x01a"; TypeErr
 def _props_piece(props):
     "Length-prefixed properties, or None when `encode_properties` must decide."
     if not props:
-        return b"\x00\x00"
+        return b"\x00\x00" if props is None or type(props) is dict else None
+    if type(props) is not dict:          # a list, a str: encode_properties names it
+        return None
     try:
         s = "\x02".join(map(_PAIR_JOIN, props.items())) + "\x02"
     except TypeError:                    # None values, names that are not str: the careful path
@@ -459,9 +465,22 @@ def pack_record(topic, body, properties, queue_id, flag, queue_offset, commit_lo
 # %% ../book/03_record_format.ipynb #28475cb2
 _JOIN_BYTEARRAY = bytearray().join
 
+def _check_fields(msg) -> None:
+    "InvalidMessageError for a non-Message, or a body, properties or born host of the wrong type."
+    if not isinstance(msg, Message):
+        raise InvalidMessageError(f"a Message is needed, not {type(msg).__name__}")
+    if not isinstance(msg.body, (bytes, bytearray, memoryview)):
+        raise InvalidMessageError(f"a body is bytes, bytearray or memoryview, not {type(msg.body).__name__}")
+    if not isinstance(msg.properties, dict) and msg.properties is not None:
+        raise InvalidMessageError(f"properties must be a dict, not {type(msg.properties).__name__}")
+    if not isinstance(msg.born_host, (tuple, list)):
+        raise InvalidMessageError(f"born host must be an (ip, port) pair, not {msg.born_host!r:.60}")
+
 def encode_message(msg: Message, store_host=("127.0.0.1", 0), *, version=None,
                    max_body_size: int = MAX_MESSAGE_SIZE) -> bytearray:
     "Encode a Message with queue offset, physical offset and store timestamp still 0."
+    if type(msg) is not Message:
+        _check_fields(msg)
     if version is None:
         rec = pack_record(msg.topic, msg.body, msg.properties, msg.queue_id, msg.flag, 0, 0,
                           msg.sys_flag, msg.born_timestamp, msg.born_host, 0, store_host,
@@ -469,6 +488,7 @@ def encode_message(msg: Message, store_host=("127.0.0.1", 0), *, version=None,
                           _JOIN_BYTEARRAY)
         if rec is not None:
             return rec
+    _check_fields(msg)                   # what to_stored would trip over: a body or host of a wrong type
     return bytearray(encode_record(msg.to_stored(store_host=store_host), version=version,
                                    max_body_size=max_body_size))
 

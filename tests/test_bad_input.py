@@ -4,7 +4,7 @@ One test per item of the issue (items 6 and the library half of 11 - segment nam
 files in a segment folder - belong to chapter 2 and are tested there). Each fails on the code
 before the fix: an acknowledged put that kills dispatch, a hang, a bare TypeError, a wrong message.
 """
-import shutil, struct, threading, time, warnings
+import os, shutil, struct, threading, time, warnings
 from pathlib import Path
 
 import pytest
@@ -277,10 +277,15 @@ def test_13_every_parameter_is_type_checked_at_the_call(tmp_path):
                 call()
         assert s.service_failure() is None
     before = set(store_threads())
-    for cfg in (StoreConfig.small(flush_cq_interval_ms="20"), StoreConfig.small(check_crc_on_recover=1),
-                StoreConfig.small(store_host=None), StoreConfig.small(flush_cq_interval_ms=-1), "small"):
-        with pytest.raises(ConfigError):
-            MessageStore.open(tmp_path / "c", cfg)
+    for change in (dict(flush_cq_interval_ms="20"), dict(check_crc_on_recover=1), dict(store_host=None),
+                   dict(flush_cq_interval_ms=-1), "small"):
+        with pytest.raises(ConfigError):        # StoreConfig refuses it when built (issue 25, item 10)
+            MessageStore.open(tmp_path / "c", StoreConfig.small(**change) if isinstance(change, dict) else change)
+        if isinstance(change, dict):            # ... and open refuses it when set afterwards
+            cfg = StoreConfig.small()
+            setattr(cfg, *next(iter(change.items())))
+            with pytest.raises(ConfigError):
+                MessageStore.open(tmp_path / "c", cfg)
     assert not (tmp_path / "c").exists() and set(store_threads()) <= before
     (tmp_path / "file").write_bytes(b"not a folder")
     for root in (tmp_path / "file", tmp_path / "file" / "sub"):
@@ -346,3 +351,104 @@ def test_15_a_dead_service_makes_puts_fail_with_its_cause(tmp_path, service):
     with MessageStore.open(tmp_path, CFG) as again:          # the lock is free; the store recovers
         again.wait_dispatched()
         assert again.get("T", 0, 0).messages[0].body == b"first"
+
+
+# Issue 25, item 10: the public classes below the store API name bad input too ----------------
+from dataclasses import fields as _fields
+from hypothesis import HealthCheck, given, settings, strategies as st
+from mqstore.commit_log import CommitLog
+from mqstore.consume_queue import ConsumeQueue, ConsumeQueueStore
+from mqstore.errors import MessageError
+from mqstore.mapped_file import MappedFile
+from mqstore.mapped_file_queue import MappedFileQueue
+
+NOT_MESSAGES = [None, "not a message", b"x", 5, Message("T", "text"), Message("T", None),
+                Message("T", 5), Message("T", b"x", properties=["a"]), Message("T", b"x", properties="K=v"),
+                Message(None, b"x"), Message("T", b"x", born_host=None), Message("T", b"x", queue_id=None),
+                Message("T", b"x", flag="1")]
+
+
+def put_every_way(log, msg):
+    "A single put, and put_batch compiled and per message, with the message first or last."
+    yield lambda: log.put(msg)
+    for accel in ("1", "0"):
+        for batch in ([msg, Message("T", b"ok")], [Message("T", b"ok"), msg]):
+            def call(batch=batch, accel=accel):
+                os.environ["MQSTORE_ACCEL"] = accel
+                try:
+                    return log.put_batch(batch)
+                finally:
+                    os.environ.pop("MQSTORE_ACCEL")
+            yield call
+
+
+@pytest.mark.parametrize("i", range(len(NOT_MESSAGES)))
+def test_25_10_commit_log_puts_name_bad_messages_before_writing(tmp_path, i):
+    log = CommitLog(tmp_path, StoreConfig.small()).load()
+    log.put(Message("T", b"first"))
+    end, table = log.max_offset, dict(log.topic_queue_table)
+    for call in put_every_way(log, NOT_MESSAGES[i]):
+        with pytest.raises(MessageError):           # InvalidMessageError / InvalidTopicError, as the store
+            call()
+        assert log.max_offset == end and log.topic_queue_table == table
+    with pytest.raises(InvalidMessageError):
+        log.put_batch(None)
+    log.shutdown()
+
+
+ODD_VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3),
+                       st.binary(max_size=3), st.integers(-2**70, 2**70), st.lists(st.integers(), max_size=2),
+                       st.tuples(st.text(max_size=9), st.integers()), st.dictionaries(st.text(max_size=3),
+                                                                                      st.text(max_size=3)))
+FIELDS = ("topic", "body", "flag", "properties", "queue_id", "sys_flag", "born_timestamp", "born_host",
+          "reconsume_times", "prepared_transaction_offset")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(FIELDS), value=ODD_VALUES)
+def test_25_10_fuzz_commit_log_put_named_error_or_stored(tmp_path, field, value):
+    "Any value in any field: put and put_batch both store it or both raise the same named error."
+    msg = Message("T", b"x")
+    setattr(msg, field, value)
+    outcomes = []
+    for path in ("single", "batch"):
+        log = CommitLog(tmp_path / f"{path}{len(list(tmp_path.iterdir()))}", StoreConfig.small()).load()
+        try:
+            log.put(msg) if path == "single" else log.put_batch([msg])
+            outcomes.append(("stored", log.max_offset))
+        except MessageError as e:
+            outcomes.append((type(e).__name__, log.max_offset))
+        finally:
+            log.shutdown()
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == "stored" or outcomes[0][1] == 0
+
+
+BAD_SIZES = [None, "64", 64.0, True, -1, 0]
+
+
+@pytest.mark.parametrize("name", [f.name for f in _fields(StoreConfig)])
+def test_25_10_store_config_names_every_bad_field(name):
+    default = getattr(StoreConfig.small(), name)
+    bad = {int: [None, "SYNC_FLUSH", 1.5, True, -1, 2**31], bool: [None, 1, "yes"],
+           str: [None, 1, "sync"], tuple: [None, "127.0.0.1:1", ("127.0.0.1",), ("nohost", 1), ("127.0.0.1", 1.0),
+                                         ("127.0.0.1", 70000)]}[type(default)]
+    for value in bad:
+        with pytest.raises(ConfigError, match=name):
+            StoreConfig.small(**{name: value})
+
+
+@pytest.mark.parametrize("bad", BAD_SIZES)
+def test_25_10_constructors_name_bad_sizes_before_creating_files(tmp_path, bad):
+    calls = [lambda: MappedFile.create(tmp_path / "mf", 0, bad), lambda: MappedFile(tmp_path / "mf2", bad),
+             lambda: MappedFileQueue(tmp_path / "q", bad), lambda: ConsumeQueue(tmp_path / "cq", "T", 0, bad),
+             lambda: ConsumeQueueStore(tmp_path / "cqs", bad), lambda: IndexFile(tmp_path / "i1", bad, 8),
+             lambda: IndexFile(tmp_path / "i2", 8, bad), lambda: IndexService(tmp_path / "is", bad, 8),
+             lambda: IndexService(tmp_path / "is", 8, bad)]
+    for call in calls:
+        with pytest.raises(ConfigError):
+            call()
+    for config in ("small", 5, {}):
+        with pytest.raises(ConfigError):
+            CommitLog(tmp_path / "cl", config)
+    assert list(tmp_path.iterdir()) == []
