@@ -480,7 +480,9 @@ _API = {
     'half_message': 'transaction',
     'real_message': 'transaction',
     'HalfTopicTransactions': 'transaction',
+    'ROCKETMQ5_CASES': 'vectors',
     'rocketmq_vectors': 'vectors',
+    'rocketmq5_vectors': 'vectors',
     'CrashReport': 'verify',
     'check_store': 'verify'
 }

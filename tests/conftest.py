@@ -12,3 +12,13 @@ def vectors() -> Path:
         return rocketmq_vectors()
     except FileNotFoundError as e:
         pytest.fail(str(e))
+
+
+@pytest.fixture(scope="session")
+def vectors5() -> Path:
+    "The eight store roots RocketMQ 5.x wrote (book/data/rocketmq5); missing is a failure. Copy before opening."
+    from mqstore.vectors import rocketmq5_vectors
+    try:
+        return rocketmq5_vectors()
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
