@@ -192,6 +192,29 @@ class ConsumeQueue:
         self.mfq.destroy()
         self.max_physic_offset, self.min_logic_offset = -1, 0
 
+    def mend(self, offsets, sizes, tags_codes, cq_offsets) -> int:
+        """Rewrite the units this queue holds at `cq_offsets` that disagree with the records claiming them
+    (offset, size, tags code), fillers left alone; force what changed. Returns how many were rewritten."""
+        want = np.empty(len(cq_offsets), CQ_UNIT_DTYPE)
+        want["offset"], want["size"], want["tags_code"] = offsets, sizes, tags_codes
+        qo = np.asarray(cq_offsets, np.int64)
+        held = (qo >= self.min_offset_in_queue) & (qo < self.max_offset_in_queue)
+        want, pos = want[held], qo[held] * CQ_STORE_UNIT_SIZE
+        mended = 0
+        for start in np.unique(pos - pos % self.file_size).tolist():     # file by file
+            mf, mine = self.mfq.find_by_offset(start), (pos >= start) & (pos < start + self.file_size)
+            at, w = pos[mine] - start, want[mine]
+            lo, hi = int(at.min()), int(at.max()) + CQ_STORE_UNIT_SIZE
+            with mf.view(lo, hi) as raw:                                     # read in place, then a copy
+                have = np.frombuffer(raw, CQ_UNIT_DTYPE)[(at - lo) // CQ_STORE_UNIT_SIZE]
+            bad = np.flatnonzero((have != w) & (have["size"] != FILLER_SIZE))
+            for i in bad.tolist():
+                mf.write_at(int(at[i]), w[i:i + 1].tobytes())
+            if len(bad):
+                mf.force()                                                   # below the flushed position
+            mended += len(bad)
+        return mended
+
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         "Drop every unit of a record at or after `phy_offset` (the commit log was cut there)."
         while self.mfq.files:
@@ -271,6 +294,7 @@ class ConsumeQueueStore:
         self.queues: dict = {}                       # (topic, queue_id) -> ConsumeQueue
         self.logics_msg_timestamp = 0                # store time of the last unit written
         self.ignored_folders: list = []              # folders under consumequeue/ that name no queue
+        self.mending = False                         # set by crash recovery's replay: see ConsumeQueue.mend
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = self.queues.get((topic, queue_id))
@@ -294,6 +318,8 @@ class ConsumeQueueStore:
             return False
         q = self.find_or_create(req.topic, req.queue_id)
         ok = q.put(req.commit_log_offset, req.msg_size, req.tags_code, req.queue_offset)
+        if not ok and self.mending:                   # a replayed record: is its unit whole?
+            q.mend([req.commit_log_offset], [req.msg_size], [req.tags_code], [req.queue_offset])
         self.logics_msg_timestamp = req.store_timestamp
         return ok
 

@@ -582,6 +582,8 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
                                               f"queue {qid}: no consume queue can hold it"))
             continue
         q = cq_store.find_or_create(topic, qid)
+        if getattr(cq_store, "mending", False) and isinstance(q, ConsumeQueue):   # a replay: mend torn units
+            q.mend(runs.offset[a:b], runs.size[a:b], runs.tags[a:b], runs.qo[a:b])
         if isinstance(q, ConsumeQueue) and runs.continues(q, a, b):   # the common case: one append
             q.append_run(runs.data(a, b), int(runs.ends[b - 1]))
             written += b - a

@@ -205,8 +205,10 @@ class MessageStore:
             batch = self._dispatch_batch if self._batch_dispatchers() else None     # excursion, end of chapter
             torn = None if self.rebuild else self._drop_torn_queue_tails()
             not_after = min((x for x in (self.dropped_index_from, torn) if x is not None), default=None)
+            self.cq_store.mending = True                # the replay rewrites units a kill tore (chapter 5's mend)
             process = recover_abnormally(self.commit_log, min_ts, self._redispatch, cfg.check_crc_on_recover,
                                          self.observer, not_after=not_after, redispatch_batch=batch)
+            self.cq_store.mending = False
         if not self.commit_log.mfq.files:
             self.cq_store.destroy()
         elif self.cq_store.max_physic_offset >= process:
