@@ -65,6 +65,13 @@ class StoreConfig:
     store_host: tuple = ("127.0.0.1", 10911)
     file_reserved_hours: int = 72
     warm_mapped_file: bool = False              # pre-create and warm the next segment (AllocateService)
+    # RocketMQ 5.x settings a store's files depend on (chapter 13); the broker.conf names in comments
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
+    enabled_append_prop_crc: bool = False       # enabledAppendPropCRC: a __CRC32# property ends each record
+    force_verify_prop_crc: bool = False         # forceVerifyPropCRC: recovery checks that property
+    enable_lmq: bool = False                    # enableLmq: light message queues (%LMQ%...)
+    enable_multi_dispatch: bool = False         # enableMultiDispatch: INNER_MULTI_DISPATCH queues
+    store_path_commit_log: str = ""             # storePathCommitLog; "" is ROOT/commitlog
 
     def __post_init__(self):
         _check_config(self)
