@@ -304,8 +304,7 @@ class ConsumeQueueStore:
             self.queues[(topic, queue_id)] = q
         return q
 
-    def get_queue(self, topic: str, queue_id: int):
-        "The queue, or None when nothing was ever dispatched to it."
+    def get_queue(self, topic: str, queue_id: int):     # None when nothing was ever dispatched to it
         return self.queues.get((topic, queue_id))
 
     def dispatch(self, req) -> bool:
