@@ -4,7 +4,7 @@
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
 # %% ../book/04_commit_log.ipynb #993c43fa
-import ipaddress
+import ipaddress, re
 from dataclasses import dataclass, field, fields, replace
 from .errors import ConfigError
 
@@ -12,6 +12,8 @@ FLUSH_ASYNC = "ASYNC_FLUSH"
 FLUSH_SYNC = "SYNC_FLUSH"
 _POSITIVE = {"commit_log_file_size", "consume_queue_units", "index_slots", "index_entries",
              "max_message_size", "flush_interval_ms", "flush_cq_interval_ms", "max_msgs_num_batch"}
+
+_DELAY_LEVELS = re.compile(r"\s*\d+[smhd](\s+\d+[smhd])*\s*")   # messageDelayLevel
 
 def _check_host(host) -> bool:
     "An (ip, port) pair: an IPv4/IPv6 address and a port in [0, 65535]."
@@ -33,6 +35,9 @@ def _check_config(c) -> None:
     if c.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
         raise ConfigError(f"flush_disk_type must be {FLUSH_ASYNC!r} or {FLUSH_SYNC!r}, "
                           f"not {c.flush_disk_type!r}")
+    if not _DELAY_LEVELS.fullmatch(c.message_delay_level):
+        raise ConfigError(f"message_delay_level must be delays like '1s 5s 10s 1m 2h 1d', "
+                          f"not {c.message_delay_level!r:.60}")
     if not _check_host(c.store_host):
         raise ConfigError(f"store_host must be an (ip, port) pair, not {c.store_host!r:.60}")
     if c.commit_log_file_size < 1024:

@@ -433,6 +433,8 @@ def test_25_10_store_config_names_every_bad_field(name):
     bad = {int: [None, "SYNC_FLUSH", 1.5, True, -1, 2**31], bool: [None, 1, "yes"],
            str: [None, 1, "sync"], tuple: [None, "127.0.0.1:1", ("127.0.0.1",), ("nohost", 1), ("127.0.0.1", 1.0),
                                          ("127.0.0.1", 70000)]}[type(default)]
+    if name == "store_path_commit_log":            # any str is a path
+        bad = [None, 1, b"/data/commitlog"]
     for value in bad:
         with pytest.raises(ConfigError, match=name):
             StoreConfig.small(**{name: value})
