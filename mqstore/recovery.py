@@ -5,7 +5,8 @@ __all__ = ['SPLIT_BYTES', 'WINDOW_BYTES', 'FIRST_SHARE', 'CHUNK_BYTES', 'RecordC
            'Truncated', 'truncate_commit_log', 'drop_pages', 'walk_segments_fast', 'RecoveryStarted', 'SegmentChosen',
            'walk_last_segments', 'recover_normally', 'SegmentChecked', 'segment_matches', 'choose_abnormal_start',
            'Redispatched', 'IndexFilesDropped', 'recover_abnormally', 'clip_positions', 'clip_queue',
-           'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes']
+           'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes',
+           'IndexHoleFound']
 
 # %% ../book/07_recovery.ipynb #0b36754d
 from dataclasses import dataclass
@@ -525,3 +526,11 @@ def seal_holes(mfq, check_crc: bool = True, observer=None) -> list:
         if observer is not None:
             observer(done[-1])
     return done
+
+# %% ../book/07_recovery.ipynb #f6475afd
+@dataclass(frozen=True)
+class IndexHoleFound:
+    "Records with keys that no index file holds (a file lost): the files after them go and are rebuilt."
+    names: tuple               # the index files after the hole, dropped so that the replay rebuilds in order
+    replay_from: int           # where the replay must start: the end of the files before the hole
+    hole_end: int              # the begin of the first file after it (or `upto`)

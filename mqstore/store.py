@@ -115,25 +115,74 @@ class MessageStore:
         folder = self.root / "index"
         if not folder.is_dir():
             return None
-        dropped, kept_end = [], 0
-        for p in sorted(folder.iterdir()):
-            if len(p.name) != 17 or not p.name.isdigit():
-                continue
-            if p.stat().st_size == 0:          # killed between creating and sizing it (chapter 8)
-                dropped.append(p.name)
-                p.unlink()
-                continue
-            f = IndexFile(p, self.config.index_slots, self.config.index_entries)
-            never_flushed = f.end_timestamp == 0    # a zero header after a power cut (chapter 8)
-            if never_flushed or f.end_timestamp > self.checkpoint.index_msg_timestamp:
-                dropped.append(p.name)
-                f.destroy()
-            else:
-                kept_end = f.end_phy_offset    # the index is complete up to here
+        dropped, kept = [], []
+        try:
+            for p in sorted(folder.iterdir()):
+                if len(p.name) != 17 or not p.name.isdigit():
+                    continue
+                if p.stat().st_size == 0:          # killed between creating and sizing it (chapter 8)
+                    dropped.append(p.name)
+                    p.unlink()
+                    continue
+                f = IndexFile(p, self.config.index_slots, self.config.index_entries)
+                never_flushed = f.end_timestamp == 0    # a zero header after a power cut (chapter 8)
+                if never_flushed or f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                    dropped.append(p.name)
+                    f.destroy()
+                else:
+                    kept.append(f)
+            kept_end = kept[-1].end_phy_offset if kept else 0    # the index is complete up to here
+            if dropped:
+                self._emit(IndexFilesDropped(tuple(dropped), kept_end))
+            kept, hole_from = self._drop_index_hole(kept)      # a file lost before them (below)
+        finally:
+            for f in kept:
                 f.close()
-        if dropped:
-            self._emit(IndexFilesDropped(tuple(dropped), kept_end))
-        return kept_end         # even when nothing is dropped now: a crash during the last replay
+        return kept_end if hole_from is None else hole_from   # also when nothing is dropped now: a crash
+
+    def _keys_between(self, lo: int, hi: int, skip_first: bool) -> bool:
+        """Does a record in [lo, hi) need index entries (the one at `lo` left out with `skip_first`)?
+    A log that breaks before `hi` says yes: the files cannot be trusted past it."""
+        walk = walk_log(self.commit_log.mfq, lo, hi)
+        while True:
+            try:
+                off, m = next(walk)
+            except StopIteration as stop:
+                return stop.value[0] < hi
+            if (off > lo or not skip_first) and transaction_type(m.sys_flag) != TRANSACTION_ROLLBACK_TYPE \
+                    and index_keys_of(m.topic, m.keys, m.uniq_key):
+                return True
+
+    def _first_index_hole(self, files, upto: int | None = None):
+        """The first hole of the index `files` (in order) as an IndexHoleFound, or None: records with keys
+    that no file holds, before the last file's end or, with `upto`, before `upto`."""
+        log = self.commit_log
+        if not log.mfq.files:
+            return None
+        prev = None                                 # the last record the files so far index
+        def gap(hi):                                # keys in the gap before hi? (IndexHoleFound fields)
+            lo, skip = (prev, True) if prev is not None and prev >= log.min_offset else (log.min_offset, False)
+            return lo if hi > lo and self._keys_between(lo, hi, skip) else None
+        for i, f in enumerate(files):
+            if f.index_count <= 1:
+                continue                            # no entries: its header only carries the previous end
+            if (lo := gap(f.begin_phy_offset)) is not None:
+                return IndexHoleFound(tuple(g.name for g in files[i:]), lo, f.begin_phy_offset)
+            prev = f.end_phy_offset
+        if upto is not None and (lo := gap(upto)) is not None:
+            return IndexHoleFound((), lo, upto)
+        return None
+
+    def _drop_index_hole(self, files, upto: int | None = None):
+        "Destroy the files after the first hole; (the files kept, where the replay must start, or None)."
+        hole = self._first_index_hole(files, upto) if self.config.message_index_enable else None
+        if hole is None:
+            return files, None
+        keep = len(files) - len(hole.names)
+        for f in files[keep:]:
+            f.destroy()
+        self._emit(hole)
+        return files[:keep], hole.replay_from
 
     def _tail_unit_ok(self, topic: str, queue_id: int, q) -> bool:
         "Does the last unit of queue q describe the record it points at?"
@@ -188,6 +237,20 @@ class MessageStore:
         for d in self._batch_dispatchers():
             d(batch)
 
+    def _rebuild_index_holes(self) -> None:
+        "After a clean stop: drop the index files after a hole and index the log again from it."
+        self.index.files, start = self._drop_index_hole(self.index.files, upto=self.commit_log.max_offset)
+        files = self.commit_log.mfq.files
+        if start is None or not files:
+            return
+        first = segment_index(max(start, files[0].file_from_offset), files[0].file_from_offset,
+                              self.commit_log.mfq.file_size, len(files))
+        if self._batch_dispatchers():                # the index's batch builder, as the replay uses it
+            walk_segments_fast(self.commit_log.mfq, first, False, on_batch=self.index.build_index_bulk)
+        else:
+            walk_segments_fast(self.commit_log.mfq, first, False,
+                               on_message=lambda m: self._build_index(request_from_message(m)))
+
     def recover(self) -> None:
         cfg = self.config
         if self.read_only:
@@ -213,6 +276,8 @@ class MessageStore:
                 self._emit(Truncated("consumequeue", process))
             self.cq_store.truncate_dirty(process)
         self.recovered_offset = process
+        if self.last_exit_ok and not self.rebuild:
+            self._rebuild_index_holes()             # a lost index file (above)
         self.commit_log.topic_queue_table = self.cq_store.recover_topic_queue_table(self.commit_log.min_offset)
         for recover in plugin_calls(self.plugins, "recover"):
             recover(self, self.last_exit_ok)
@@ -466,6 +531,15 @@ class MessageStore:
         self.reput.notify()
         return result
 
+# %% ../book/07_recovery.ipynb #0a46d3a6
+                                                          # during the last replay
+
+# %% ../book/07_recovery.ipynb #cb465432
+from .commit_log import walk_log
+from .index import index_keys_of
+from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE
+from .recovery import IndexHoleFound
+
 # %% ../book/07_recovery.ipynb #7cca1524
 from dataclasses import dataclass
 from .consume_queue import CQ_STORE_UNIT_SIZE
@@ -479,6 +553,10 @@ class QueueTailsDropped:
 
 # %% ../book/07_recovery.ipynb #7d66b773
 from .dispatch import build_consume_queues_bulk
+
+# %% ../book/07_recovery.ipynb #f4220d75
+from .mapped_file_queue import segment_index
+from .recovery import walk_segments_fast
 
 # %% ../book/07_recovery.ipynb #f674aab5
 from .errors import MQStoreError
