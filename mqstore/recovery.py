@@ -530,7 +530,7 @@ def seal_holes(mfq, check_crc: bool = True, observer=None) -> list:
 # %% ../book/07_recovery.ipynb #f6475afd
 @dataclass(frozen=True)
 class IndexHoleFound:
-    "Records with keys that no index file holds (a file lost): the files after them go and are rebuilt."
-    names: tuple               # the index files after the hole, dropped so that the replay rebuilds in order
-    replay_from: int           # where the replay must start: the end of the files before the hole
-    hole_end: int              # the begin of the first file after it (or `upto`)
+    "Records with keys that no index file held (a file lost): indexed again into new files in its place."
+    start: int                 # the end of the files before the hole (its record is indexed), or the log's start
+    end: int                   # the begin of the first file after it (or the log's end)
+    names: tuple               # the index files written to fill it

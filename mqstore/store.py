@@ -134,11 +134,11 @@ class MessageStore:
             kept_end = kept[-1].end_phy_offset if kept else 0    # the index is complete up to here
             if dropped:
                 self._emit(IndexFilesDropped(tuple(dropped), kept_end))
-            kept, hole_from = self._drop_index_hole(kept)      # a file lost before them (below)
+            kept = self._fill_index_holes(kept)                 # a file lost between them (below)
         finally:
             for f in kept:
                 f.close()
-        return kept_end if hole_from is None else hole_from   # also when nothing is dropped now: a crash
+        return kept_end         # even when nothing is dropped now: a crash during the last replay
 
     def _keys_between(self, lo: int, hi: int, skip_first: bool) -> bool:
         """Does a record in [lo, hi) need index entries (the one at `lo` left out with `skip_first`)?
@@ -154,35 +154,59 @@ class MessageStore:
                 return True
 
     def _first_index_hole(self, files, upto: int | None = None):
-        """The first hole of the index `files` (in order) as an IndexHoleFound, or None: records with keys
-    that no file holds, before the last file's end or, with `upto`, before `upto`."""
+        """(i, start, end) of the first hole of the index `files` (in order), or None: records with keys in
+    [start, end) that no file holds (the one at `start` is indexed, unless it is the log's start);
+    files[i] is the first file after it. With `upto`, the stretch after the last file counts too."""
         log = self.commit_log
         if not log.mfq.files:
             return None
         prev = None                                 # the last record the files so far index
-        def gap(hi):                                # keys in the gap before hi? (IndexHoleFound fields)
+        def gap(hi):                                # the start of a gap with keys before hi, or None
             lo, skip = (prev, True) if prev is not None and prev >= log.min_offset else (log.min_offset, False)
             return lo if hi > lo and self._keys_between(lo, hi, skip) else None
         for i, f in enumerate(files):
             if f.index_count <= 1:
                 continue                            # no entries: its header only carries the previous end
             if (lo := gap(f.begin_phy_offset)) is not None:
-                return IndexHoleFound(tuple(g.name for g in files[i:]), lo, f.begin_phy_offset)
+                return i, lo, f.begin_phy_offset
             prev = f.end_phy_offset
         if upto is not None and (lo := gap(upto)) is not None:
-            return IndexHoleFound((), lo, upto)
+            return len(files), lo, upto
         return None
 
-    def _drop_index_hole(self, files, upto: int | None = None):
-        "Destroy the files after the first hole; (the files kept, where the replay must start, or None)."
-        hole = self._first_index_hole(files, upto) if self.config.message_index_enable else None
-        if hole is None:
-            return files, None
-        keep = len(files) - len(hole.names)
-        for f in files[keep:]:
-            f.destroy()
-        self._emit(hole)
-        return files[:keep], hole.replay_from
+    def _fill_index_hole(self, files, i: int, start: int, end: int) -> list:
+        "Index the records of a hole into files[i - 1] and new files placed before files[i]; the new list."
+        cfg, ts = self.config, [0]
+        sub = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries, clock=lambda: ts[0],
+                           on_file_full=self._index_file_full)
+        sub.files = files[:i]                       # a new file carries on from the last of these, as dispatch did
+        for off, m in walk_log(self.commit_log.mfq, start, end):
+            ts[0] = m.store_timestamp               # a new file is named by the record that opens it
+            sub.build_index(request_from_message(m))
+        if i < len(files):                          # the record at `end` opens files[i]: keys it lacks go here
+            after, held = files[i], 0
+            while held + 1 < after.index_count and after.entry(held + 1)[1] == end:
+                held += 1
+            try:
+                m = self.commit_log.get(end, check_crc=False)
+            except MQStoreError:
+                m = None
+            if m is not None and transaction_type(m.sys_flag) != TRANSACTION_ROLLBACK_TYPE:
+                ts[0] = m.store_timestamp
+                keys = index_keys_of(m.topic, m.keys, m.uniq_key)
+                for k in keys[:max(0, len(keys) - held)]:
+                    sub.put_key(k, end, m.store_timestamp)
+        self._emit(IndexHoleFound(start, end, tuple(f.name for f in sub.files[i:])))
+        return sub.files + files[i:]
+
+    def _fill_index_holes(self, files, upto: int | None = None) -> list:
+        "Fill every hole of the index `files` (up to `upto`, with it); the new list of files, in order."
+        if not self.config.message_index_enable:
+            return files
+        last = None
+        while (hole := self._first_index_hole(files, upto)) is not None and hole[1:] != last:
+            files, last = self._fill_index_hole(files, *hole), hole[1:]      # the same hole again: the log
+        return files                                                          # breaks inside it, stop
 
     def _tail_unit_ok(self, topic: str, queue_id: int, q) -> bool:
         "Does the last unit of queue q describe the record it points at?"
@@ -238,18 +262,8 @@ class MessageStore:
             d(batch)
 
     def _rebuild_index_holes(self) -> None:
-        "After a clean stop: drop the index files after a hole and index the log again from it."
-        self.index.files, start = self._drop_index_hole(self.index.files, upto=self.commit_log.max_offset)
-        files = self.commit_log.mfq.files
-        if start is None or not files:
-            return
-        first = segment_index(max(start, files[0].file_from_offset), files[0].file_from_offset,
-                              self.commit_log.mfq.file_size, len(files))
-        if self._batch_dispatchers():                # the index's batch builder, as the replay uses it
-            walk_segments_fast(self.commit_log.mfq, first, False, on_batch=self.index.build_index_bulk)
-        else:
-            walk_segments_fast(self.commit_log.mfq, first, False,
-                               on_message=lambda m: self._build_index(request_from_message(m)))
+        "After a clean stop: fill the holes of the index files, up to the end of the log."
+        self.index.files = self._fill_index_holes(self.index.files, upto=self.commit_log.max_offset)
 
     def recover(self) -> None:
         cfg = self.config
@@ -531,14 +545,15 @@ class MessageStore:
         self.reput.notify()
         return result
 
-# %% ../book/07_recovery.ipynb #0a46d3a6
-                                                          # during the last replay
-
 # %% ../book/07_recovery.ipynb #cb465432
 from .commit_log import walk_log
 from .index import index_keys_of
 from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE
 from .recovery import IndexHoleFound
+
+# %% ../book/07_recovery.ipynb #6f22747c
+from .errors import MQStoreError
+from .index import IndexService
 
 # %% ../book/07_recovery.ipynb #7cca1524
 from dataclasses import dataclass
@@ -553,10 +568,6 @@ class QueueTailsDropped:
 
 # %% ../book/07_recovery.ipynb #7d66b773
 from .dispatch import build_consume_queues_bulk
-
-# %% ../book/07_recovery.ipynb #f4220d75
-from .mapped_file_queue import segment_index
-from .recovery import walk_segments_fast
 
 # %% ../book/07_recovery.ipynb #f674aab5
 from .errors import MQStoreError

@@ -146,6 +146,30 @@ def test_a_lost_index_file_is_rebuilt_by_crash_recovery(tmp_path, index_file):
     assert raw_entries(root, cfg) == one_dispatch(root, cfg)
 
 
+def test_a_lost_index_file_is_filled_in_place_and_a_broken_log_stops_the_filling(tmp_path):
+    "The files after the hole are kept; a log that breaks inside the hole only ends the filling there."
+    cfg, root, ck = SCENARIO_CONFIG, tmp_path / "store", clock(1000)
+    sent, keys = [], itertools.count()
+    with MessageStore.open(root, cfg, clock=ck) as s:
+        _fill(s, sent, 85, "a", keys)
+        s.wait_dispatched()
+    files = sorted((root / "index").iterdir())
+    later = {p.name: p.read_bytes() for p in files[2:]}
+    files[1].unlink()
+    cut = next(r for _, _, k, r in sent if k == "a-30")    # a record inside the lost file's range
+    seg = root / "commitlog" / f"{cut.commit_log_offset - cut.commit_log_offset % cfg.commit_log_file_size:020d}"
+    with open(seg, "r+b") as f:
+        f.seek(cut.commit_log_offset % cfg.commit_log_file_size)
+        f.write(bytes(8))                                  # its size and magic code: the walk stops there
+    events = []
+    with MessageStore.open(root, cfg, clock=ck, observer=events.append) as s:
+        found = {k for t, _, k, _ in sent if s.query(t, k)}
+    holes = [e for e in events if isinstance(e, IndexHoleFound)]
+    assert holes and holes[0].start < cut.commit_log_offset < holes[0].end
+    assert {f"a-{i}" for i in range(30)} <= found            # filled up to the break
+    assert {p.name: p.read_bytes() for p in sorted((root / "index").iterdir()) if p.name in later} == later
+
+
 @pytest.mark.parametrize("store_class", STORES)
 @pytest.mark.parametrize("lost", ["first", "middle", "last", "all"])
 def test_a_lost_index_file_is_rebuilt_after_a_clean_stop(tmp_path, lost, store_class):
@@ -165,6 +189,7 @@ def test_a_lost_index_file_is_rebuilt_after_a_clean_stop(tmp_path, lost, store_c
         assert [k for t, _, k, _ in sent if not s.query(t, k)] == []
     assert len([e for e in events if isinstance(e, IndexHoleFound)]) == 1
     assert raw_entries(root, cfg) == one_dispatch(root, cfg)
+    assert sorted(p.name for p in (root / "index").iterdir()) == [f.name for f in files]   # the same files again
     events.clear()                                         # and the next open finds nothing to do
     with store_class.open(root, cfg, clock=ck, observer=events.append):
         pass

@@ -118,9 +118,7 @@ def _state(sc, upto: int) -> dict:
             st["dropped"] = first_dropped(e.replay_from)
             st["title"] = f"{len(e.names)} index file(s) dropped: the replay must start by {e.replay_from:,}"
         elif isinstance(e, IndexHoleFound):
-            st["dropped"] = first_dropped(e.replay_from) if st["dropped"] is None else min(
-                st["dropped"], first_dropped(e.replay_from))
-            st["title"] = f"a lost index file before {e.hole_end:,}: the replay must start by {e.replay_from:,}"
+            st["title"] = f"a lost index file from {e.start:,} to {e.end:,}: {len(e.names)} file(s) written again"
         elif isinstance(e, SegmentChecked):
             st["checked"][e.index] = e.accepted
             st["title"] = f"segment {e.index}: " + ("older than the checkpoint" if e.accepted else "too new")
@@ -279,7 +277,7 @@ def keys_lost_by_rocketmq(events, sent) -> list:
     if drop is not None and chosen is not None:
         spans.append((first_dropped(drop.replay_from), int(chosen.name)))
     if hole is not None:                             # RocketMQ never looks for a lost file
-        spans.append((first_dropped(hole.replay_from), hole.hole_end))
+        spans.append((first_dropped(hole.start), hole.end))
     return [(t, k) for t, q, k, r in sent if any(a <= r.commit_log_offset < b for a, b in spans)]
 
 def _fill(store, sent, n, tag, counter, via_log=False):
