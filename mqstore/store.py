@@ -180,6 +180,10 @@ class MessageStore:
         sub = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries, clock=lambda: ts[0],
                            on_file_full=self._index_file_full)
         sub.files = files[:i]                       # a new file carries on from the last of these, as dispatch did
+        if i >= 2 and files[i - 1].index_count <= 1:    # an empty file (a zeroed header): it carries on too
+            before, empty = files[i - 2], files[i - 1]
+            empty.begin_phy_offset = empty.end_phy_offset = before.end_phy_offset
+            empty.begin_timestamp = empty.end_timestamp = before.end_timestamp
         for off, m in walk_log(self.commit_log.mfq, start, end):
             ts[0] = m.store_timestamp               # a new file is named by the record that opens it
             sub.build_index(request_from_message(m))

@@ -216,3 +216,19 @@ def test_records_without_keys_are_no_hole(tmp_path):
         MessageStore.open(root, cfg, clock=ck, observer=events.append).close()
         assert not [e for e in events if isinstance(e, IndexHoleFound)]
         assert raw_entries(root, cfg) == before
+
+
+@pytest.mark.parametrize("which", [1, 3])
+def test_a_zeroed_index_header_after_a_clean_stop_is_filled_again(tmp_path, which):
+    "The file's header (its count too) is zeros: its entries are written again, none twice."
+    cfg, root, ck = SCENARIO_CONFIG, tmp_path / "store", clock(1000)
+    sent, keys = [], itertools.count()
+    with MessageStore.open(root, cfg, clock=ck) as s:
+        _fill(s, sent, 85, "a", keys)
+        s.wait_dispatched()
+    f = sorted((root / "index").iterdir())[which]
+    data = bytearray(f.read_bytes())
+    data[:40] = bytes(40)
+    f.write_bytes(bytes(data))
+    MessageStore.open(root, cfg, clock=ck).close()
+    assert raw_entries(root, cfg) == one_dispatch(root, cfg)
