@@ -142,16 +142,26 @@ class MessageStore:
 
     def _keys_between(self, lo: int, hi: int, skip_first: bool) -> bool:
         """Does a record in [lo, hi) need index entries (the one at `lo` left out with `skip_first`)?
-    A log that breaks before `hi` says yes: the files cannot be trusted past it."""
-        walk = walk_log(self.commit_log.mfq, lo, hi)
-        while True:
-            try:
-                off, m = next(walk)
-            except StopIteration as stop:
-                return stop.value[0] < hi
-            if (off > lo or not skip_first) and transaction_type(m.sys_flag) != TRANSACTION_ROLLBACK_TYPE \
-                    and index_keys_of(m.topic, m.keys, m.uniq_key):
+    A log that breaks or ends before `hi` says yes: the files cannot be trusted past it."""
+        mfq, pos = self.commit_log.mfq, lo
+        while pos < hi:
+            mf = mfq.find_by_offset(pos)
+            base = mf.file_from_offset
+            end = min(hi - base, mf.wrote_position)
+            with mf.view(0, end) as buf:                 # chapter 5's compiled scan: the keys' rows at once
+                headers, stop, status, batch = scan_decode_segment(buf, pos - base, end=end)
+                rows = batch.index_rows
+                keyed = headers["offset"][rows][(headers["sys_flag"][rows] & TRANSACTION_ROLLBACK_TYPE)
+                                                != TRANSACTION_ROLLBACK_TYPE].astype(np.int64) + base
+                del headers, batch, rows
+            if (keyed > lo).any() or (len(keyed) and not skip_first):
                 return True
+            if base + stop >= hi:
+                return False
+            if status is not RecordStatus.BLANK and stop < mf.file_size:
+                return True                              # the log breaks or ends inside the gap
+            pos = base + mf.file_size
+        return False
 
     def _first_index_hole(self, files, upto: int | None = None):
         """(i, start, end) of the first hole of the index `files` (in order), or None: records with keys in
@@ -550,9 +560,11 @@ class MessageStore:
         return result
 
 # %% ../book/07_recovery.ipynb #cb465432
+import numpy as np
 from .commit_log import walk_log
+from .dispatch import scan_decode_segment
 from .index import index_keys_of
-from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE
+from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE, RecordStatus
 from .recovery import IndexHoleFound
 
 # %% ../book/07_recovery.ipynb #6f22747c
