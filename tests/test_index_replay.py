@@ -3,7 +3,6 @@ restarts or crashes it holds exactly the entries one dispatch of the log gives, 
 file (deleted by hand) is rebuilt. Real files, real maps, no mocks."""
 import itertools, shutil
 
-import numpy as np
 import pytest
 
 from mqstore.commit_log import walk_log
