@@ -397,6 +397,7 @@ _API = {
     'find_holes': 'recovery',
     'seal_hole': 'recovery',
     'seal_holes': 'recovery',
+    'IndexHoleFound': 'recovery',
     'SCRUB_WINDOW': 'scrub',
     'SCRUB_CHUNK': 'scrub',
     'LogWindow': 'scrub',

@@ -307,15 +307,29 @@ class IndexService:
         while not self.last_file().put_hash(h, phy_offset, store_timestamp):
             pass
 
+    def keys_held_at_end(self) -> int:
+        "How many entries the files end with for the record at `end_phy_offset` (0 without entries)."
+        end, n = self.end_phy_offset, 0
+        for f in reversed(self.files):
+            i = f.index_count - 1
+            while i >= 1 and f.entry(i)[1] == end:
+                n, i = n + 1, i - 1
+            if i >= 1:                       # an entry of an earlier record: the run ends here
+                break
+        return n
+
     def build_index(self, req) -> int:
         "Index one dispatched message (RocketMQ's buildIndex); return the number of keys put."
-        if req.commit_log_offset < self.end_phy_offset:
+        offset, end = req.commit_log_offset, self.end_phy_offset
+        if offset < end:
             return 0                     # indexed before (a replay after recovery)
         if transaction_type(req.sys_flag) == TRANSACTION_ROLLBACK_TYPE:
             return 0
         keys = index_keys_of(req.topic, req.keys, req.uniq_key)
+        if offset == end:                # the last record indexed: only the keys it does not have yet
+            keys = keys[self.keys_held_at_end():]
         for k in keys:
-            self.put_key(k, req.commit_log_offset, req.store_timestamp)
+            self.put_key(k, offset, req.store_timestamp)
         return len(keys)
 
     def __call__(self, req) -> int:
@@ -405,7 +419,9 @@ class IndexService:
         ts = np.asarray(store_timestamps, np.int64)
         if len(phy) and (np.diff(phy) < 0).any():
             raise ValueError("put_bulk needs physical offsets in commit-log order")
-        keep = phy >= self.end_phy_offset
+        end = self.end_phy_offset
+        keep, again = phy >= end, np.flatnonzero(phy == end)     # as build_index: the last record's keys
+        keep[again[:self.keys_held_at_end() if len(again) else 0]] = False     # held already are not put
         h, phy, ts = h[keep], phy[keep], ts[keep]
         done = 0
         try:

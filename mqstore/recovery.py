@@ -5,7 +5,8 @@ __all__ = ['SPLIT_BYTES', 'WINDOW_BYTES', 'FIRST_SHARE', 'CHUNK_BYTES', 'RecordC
            'Truncated', 'truncate_commit_log', 'drop_pages', 'walk_segments_fast', 'RecoveryStarted', 'SegmentChosen',
            'walk_last_segments', 'recover_normally', 'SegmentChecked', 'segment_matches', 'choose_abnormal_start',
            'Redispatched', 'IndexFilesDropped', 'recover_abnormally', 'clip_positions', 'clip_queue',
-           'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes']
+           'recover_read_only', 'HoleSealed', 'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes',
+           'IndexHoleFound']
 
 # %% ../book/07_recovery.ipynb #0b36754d
 from dataclasses import dataclass
@@ -525,3 +526,11 @@ def seal_holes(mfq, check_crc: bool = True, observer=None) -> list:
         if observer is not None:
             observer(done[-1])
     return done
+
+# %% ../book/07_recovery.ipynb #f6475afd
+@dataclass(frozen=True)
+class IndexHoleFound:
+    "Records with keys that no index file held (a file lost): indexed again into new files in its place."
+    start: int                 # the end of the files before the hole (its record is indexed), or the log's start
+    end: int                   # the begin of the first file after it (or the log's end)
+    names: tuple               # the index files written to fill it

@@ -116,25 +116,112 @@ class MessageStore:
         folder = self.root / "index"
         if not folder.is_dir():
             return None
-        dropped, kept_end = [], 0
-        for p in sorted(folder.iterdir()):
-            if len(p.name) != 17 or not p.name.isdigit():
-                continue
-            if p.stat().st_size == 0:          # killed between creating and sizing it (chapter 8)
-                dropped.append(p.name)
-                p.unlink()
-                continue
-            f = IndexFile(p, self.config.index_slots, self.config.index_entries)
-            never_flushed = f.end_timestamp == 0    # a zero header after a power cut (chapter 8)
-            if never_flushed or f.end_timestamp > self.checkpoint.index_msg_timestamp:
-                dropped.append(p.name)
-                f.destroy()
-            else:
-                kept_end = f.end_phy_offset    # the index is complete up to here
+        dropped, kept = [], []
+        try:
+            for p in sorted(folder.iterdir()):
+                if len(p.name) != 17 or not p.name.isdigit():
+                    continue
+                if p.stat().st_size == 0:          # killed between creating and sizing it (chapter 8)
+                    dropped.append(p.name)
+                    p.unlink()
+                    continue
+                f = IndexFile(p, self.config.index_slots, self.config.index_entries)
+                never_flushed = f.end_timestamp == 0    # a zero header after a power cut (chapter 8)
+                if never_flushed or f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                    dropped.append(p.name)
+                    f.destroy()
+                else:
+                    kept.append(f)
+            kept_end = kept[-1].end_phy_offset if kept else 0    # the index is complete up to here
+            if dropped:
+                self._emit(IndexFilesDropped(tuple(dropped), kept_end))
+            kept = self._fill_index_holes(kept)                 # a file lost between them (below)
+        finally:
+            for f in kept:
                 f.close()
-        if dropped:
-            self._emit(IndexFilesDropped(tuple(dropped), kept_end))
         return kept_end         # even when nothing is dropped now: a crash during the last replay
+
+    def _keys_between(self, lo: int, hi: int, skip_first: bool) -> bool:
+        """Does a record in [lo, hi) need index entries (the one at `lo` left out with `skip_first`)?
+    A log that breaks or ends before `hi` says yes: the files cannot be trusted past it."""
+        mfq, pos = self.commit_log.mfq, lo
+        while pos < hi:
+            mf = mfq.find_by_offset(pos)
+            base = mf.file_from_offset
+            end = min(hi - base, mf.wrote_position)
+            with mf.view(0, end) as buf:                 # chapter 5's compiled scan: the keys' rows at once
+                headers, stop, status, batch = scan_decode_segment(buf, pos - base, end=end)
+                rows = batch.index_rows
+                keyed = headers["offset"][rows][(headers["sys_flag"][rows] & TRANSACTION_ROLLBACK_TYPE)
+                                                != TRANSACTION_ROLLBACK_TYPE].astype(np.int64) + base
+                del headers, batch, rows
+            if (keyed > lo).any() or (len(keyed) and not skip_first):
+                return True
+            if base + stop >= hi:
+                return False
+            if status is not RecordStatus.BLANK and stop < mf.file_size:
+                return True                              # the log breaks or ends inside the gap
+            pos = base + mf.file_size
+        return False
+
+    def _first_index_hole(self, files, upto: int | None = None):
+        """(i, start, end) of the first hole of the index `files` (in order), or None: records with keys in
+    [start, end) that no file holds (the one at `start` is indexed, unless it is the log's start);
+    files[i] is the first file after it. With `upto`, the stretch after the last file counts too."""
+        log = self.commit_log
+        if not log.mfq.files:
+            return None
+        prev = None                                 # the last record the files so far index
+        def gap(hi):                                # the start of a gap with keys before hi, or None
+            lo, skip = (prev, True) if prev is not None and prev >= log.min_offset else (log.min_offset, False)
+            return lo if hi > lo and self._keys_between(lo, hi, skip) else None
+        for i, f in enumerate(files):
+            if f.index_count <= 1:
+                continue                            # no entries: its header only carries the previous end
+            if (lo := gap(f.begin_phy_offset)) is not None:
+                return i, lo, f.begin_phy_offset
+            prev = f.end_phy_offset
+        if upto is not None and (lo := gap(upto)) is not None:
+            return len(files), lo, upto
+        return None
+
+    def _fill_index_hole(self, files, i: int, start: int, end: int) -> list:
+        "Index the records of a hole into files[i - 1] and new files placed before files[i]; the new list."
+        cfg, ts = self.config, [0]
+        sub = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries, clock=lambda: ts[0],
+                           on_file_full=self._index_file_full)
+        sub.files = files[:i]                       # a new file carries on from the last of these, as dispatch did
+        if i >= 2 and files[i - 1].index_count <= 1:    # an empty file (a zeroed header): it carries on too
+            before, empty = files[i - 2], files[i - 1]
+            empty.begin_phy_offset = empty.end_phy_offset = before.end_phy_offset
+            empty.begin_timestamp = empty.end_timestamp = before.end_timestamp
+        for off, m in walk_log(self.commit_log.mfq, start, end):
+            ts[0] = m.store_timestamp               # a new file is named by the record that opens it
+            sub.build_index(request_from_message(m))
+        if i < len(files):                          # the record at `end` opens files[i]: keys it lacks go here
+            after, held = files[i], 0
+            while held + 1 < after.index_count and after.entry(held + 1)[1] == end:
+                held += 1
+            try:
+                m = self.commit_log.get(end, check_crc=False)
+            except MQStoreError:
+                m = None
+            if m is not None and transaction_type(m.sys_flag) != TRANSACTION_ROLLBACK_TYPE:
+                ts[0] = m.store_timestamp
+                keys = index_keys_of(m.topic, m.keys, m.uniq_key)
+                for k in keys[:max(0, len(keys) - held)]:
+                    sub.put_key(k, end, m.store_timestamp)
+        self._emit(IndexHoleFound(start, end, tuple(f.name for f in sub.files[i:])))
+        return sub.files + files[i:]
+
+    def _fill_index_holes(self, files, upto: int | None = None) -> list:
+        "Fill every hole of the index `files` (up to `upto`, with it); the new list of files, in order."
+        if not self.config.message_index_enable:
+            return files
+        last = None
+        while (hole := self._first_index_hole(files, upto)) is not None and hole[1:] != last:
+            files, last = self._fill_index_hole(files, *hole), hole[1:]      # the same hole again: the log
+        return files                                                          # breaks inside it, stop
 
     def _tail_unit_ok(self, topic: str, queue_id: int, q) -> bool:
         "Does the last unit of queue q describe the record it points at?"
@@ -189,6 +276,10 @@ class MessageStore:
         for d in self._batch_dispatchers():
             d(batch)
 
+    def _rebuild_index_holes(self) -> None:
+        "After a clean stop: fill the holes of the index files, up to the end of the log."
+        self.index.files = self._fill_index_holes(self.index.files, upto=self.commit_log.max_offset)
+
     def recover(self) -> None:
         cfg = self.config
         if self.read_only:
@@ -216,6 +307,8 @@ class MessageStore:
                 self._emit(Truncated("consumequeue", process))
             self.cq_store.truncate_dirty(process)
         self.recovered_offset = process
+        if self.last_exit_ok and not self.rebuild:
+            self._rebuild_index_holes()             # a lost index file (above)
         self.commit_log.topic_queue_table = self.cq_store.recover_topic_queue_table(self.commit_log.min_offset)
         for recover in plugin_calls(self.plugins, "recover"):
             recover(self, self.last_exit_ok)
@@ -468,6 +561,18 @@ class MessageStore:
         result = self.commit_log.put_batch(messages, cols)
         self.reput.notify()
         return result
+
+# %% ../book/07_recovery.ipynb #cb465432
+import numpy as np
+from .commit_log import walk_log
+from .dispatch import scan_decode_segment
+from .index import index_keys_of
+from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE, RecordStatus
+from .recovery import IndexHoleFound
+
+# %% ../book/07_recovery.ipynb #6f22747c
+from .errors import MQStoreError
+from .index import IndexService
 
 # %% ../book/07_recovery.ipynb #7cca1524
 from dataclasses import dataclass

@@ -43,9 +43,11 @@ def test_dropped_index_files_are_problems(tmp_path):
     clock, _ = _store(tmp_path / "s")
     for f in (tmp_path / "s" / "index").iterdir():
         f.unlink()
-    r = check_store(tmp_path / "s", CONFIG, clock=clock)
+    r = check_store(tmp_path / "s", CONFIG, clock=clock, read_only=True)    # read-only: nothing rebuilt
     assert not r.ok and r.index_entries == 0
     assert sum("is not indexed" in p for p in r.problems) >= 40
+    r = check_store(tmp_path / "s", CONFIG, clock=clock)       # a normal open rebuilds them (issue 25)
+    assert r.ok and r.index_entries == 40
 
 
 def test_flipped_byte_below_the_end_is_a_problem(tmp_path):

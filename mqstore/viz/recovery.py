@@ -16,7 +16,8 @@ from matplotlib.animation import FuncAnimation
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from ..recovery import (RecoveryStarted, SegmentChecked, SegmentChosen, RecordChecked,
-                              WalkStopped, Truncated, Redispatched, IndexFilesDropped)
+                              WalkStopped, Truncated, Redispatched, IndexFilesDropped,
+                              IndexHoleFound)
 
 # %% ../../book/07_recovery.ipynb #3d186fe4
 def _units(folder: Path, dtype) -> np.ndarray:
@@ -116,6 +117,8 @@ def _state(sc, upto: int) -> dict:
         if isinstance(e, IndexFilesDropped):
             st["dropped"] = first_dropped(e.replay_from)
             st["title"] = f"{len(e.names)} index file(s) dropped: the replay must start by {e.replay_from:,}"
+        elif isinstance(e, IndexHoleFound):
+            st["title"] = f"a lost index file from {e.start:,} to {e.end:,}: {len(e.names)} file(s) written again"
         elif isinstance(e, SegmentChecked):
             st["checked"][e.index] = e.accepted
             st["title"] = f"segment {e.index}: " + ("older than the checkpoint" if e.accepted else "too new")
@@ -266,13 +269,16 @@ FAULTS = ("crash", "torn", "stale_checkpoint", "dropped_index")
 
 def keys_lost_by_rocketmq(events, sent) -> list:
     """(topic, key) of the records whose index entries RocketMQ's rule would not rebuild: in a dropped
-    index file, before the segment the checkpoint chose (#3868, #8007)."""
+    index file, before the segment the checkpoint chose (#3868, #8007), or in a lost file (a hole)."""
     drop = next((e for e in events if isinstance(e, IndexFilesDropped)), None)
+    hole = next((e for e in events if isinstance(e, IndexHoleFound)), None)
     chosen = next((e for e in events if isinstance(e, SegmentChosen)), None)
-    if drop is None or chosen is None:
-        return []
-    rocketmq_start = int(chosen.name)
-    return [(t, k) for t, q, k, r in sent if first_dropped(drop.replay_from) <= r.commit_log_offset < rocketmq_start]
+    spans = []
+    if drop is not None and chosen is not None:
+        spans.append((first_dropped(drop.replay_from), int(chosen.name)))
+    if hole is not None:                             # RocketMQ never looks for a lost file
+        spans.append((first_dropped(hole.start), hole.end))
+    return [(t, k) for t, q, k, r in sent if any(a <= r.commit_log_offset < b for a, b in spans)]
 
 def _fill(store, sent, n, tag, counter, via_log=False):
     for i in range(n):
