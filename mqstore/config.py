@@ -24,6 +24,7 @@ def _check_host(host) -> bool:
         return False
     return isinstance(host, (tuple, list)) and type(port) is int and 0 <= port <= 65535
 
+# %% ../book/04_commit_log.ipynb #f62c73be
 def _check_config(c) -> None:
     "Refuse a configuration that cannot work (ConfigError names the field and the value)."
     for f in fields(c):
