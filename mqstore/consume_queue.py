@@ -400,6 +400,9 @@ def check_int(name: str, value, lo: int | None = None, hi: int | None = None) ->
 
 def record_disagrees(msg, topic: str, queue_id: int, queue_offset: int) -> bool:
     "Does the record a unit points at belong to another queue, or to another place in it?"
+    if topic.startswith("%LMQ%") and getattr(msg, "topic", topic) != topic:   # a light queue (chapter 13)
+        from mqstore.modern import light_unit_agrees
+        return not light_unit_agrees(msg, topic, queue_id, queue_offset)
     return (getattr(msg, "topic", topic) != topic or getattr(msg, "queue_id", queue_id) != queue_id
             or getattr(msg, "queue_offset", queue_offset) != queue_offset)
 

@@ -644,6 +644,8 @@ def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spar
         raise PipelineError(f"engine must be 'spark' or 'local', not {engine!r}")
     segments = store_segments(root, config)
     config = config or StoreConfig(commit_log_file_size=segments[0].size if segments else 1 << 30)
+    from mqstore.modern import refuse_light_rebuild     # chapter 13: light queues are not rebuilt here
+    refuse_light_rebuild(root, config)
     out = store_path(out)
     for sub in ("consumequeue", "index"):
         if (out / sub).exists() and any((out / sub).iterdir()):

@@ -445,7 +445,9 @@ def open_recorded(report: CrashReport, opener, observer=None):
 # %% ../book/12_real_stores.ipynb #02557165
 def scrub_open_store(store, report: CrashReport, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     "Walk an open (read-only) store's log a window at a time; `progress(offset)` after each window."
+    from mqstore.modern import LightQueueCheck          # chapter 13: light queues have their own rule
     s = Scrubber(store, report)
+    light = LightQueueCheck(store, report).take_over(s)
     maps = [mf._mm for mf in store.commit_log.mfq.files] + [f._mm for f in store.index.files]
     maps += [mf._mm for _, q in store.cq_store for mf in q.mfq.files]
     for mm in maps:                                # recovery read these pages: give them back
@@ -455,9 +457,12 @@ def scrub_open_store(store, report: CrashReport, progress=None, window: int = SC
         try:
             w = next(walk)
         except StopIteration as stop:
+            light.release(s)
             s.finish(*stop.value)
+            light.finish()
             return report
         s.window(w)
+        light.window(w)
         if progress is not None and len(w.offs):
             progress(int(w.offs[-1]))
 

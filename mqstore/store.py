@@ -84,6 +84,8 @@ class MessageStore:
 
     def load(self) -> None:
         cfg = self.config
+        from mqstore.modern import light_queues_in_use, light_dispatcher     # chapter 13: light queues
+        self.light_queues = light_queues_in_use(self.root, cfg)     # decided before a rebuild removes folders
         if self.rebuild:
             self._prepare_rebuild()
         self.last_exit_ok = last_exit_ok(self.root)
@@ -93,6 +95,7 @@ class MessageStore:
                                     read_only=self.read_only, queue_offset_hook=hooks[0] if hooks else None)
         load_read_only(self.commit_log.mfq) if self.read_only else self.commit_log.load()
         self.cq_store = ConsumeQueueStore(self.root, cfg.consume_queue_units).load(self.read_only)
+        self.light_dispatch = light_dispatcher(self)
         self._indexing_ts = 0
         self.index = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries,
                                   clock=lambda: self.index.opening_timestamp or self._indexing_ts or self.clock(),
@@ -230,8 +233,11 @@ class MessageStore:
             m = self.commit_log.get(offset, check_crc=False)
         except MQStoreError:                 # no whole record there: cut with the log's tail, if past it
             return True
-        return (m.total_size, m.topic, m.queue_id) == (size, topic, queue_id) and \
-            request_from_message(m).tags_code == code
+        ok = (m.total_size, m.topic, m.queue_id) == (size, topic, queue_id)
+        if not ok and topic.startswith("%LMQ%") and m.total_size == size:    # a light queue (chapter 13)
+            from mqstore.modern import light_unit_agrees
+            ok = light_unit_agrees(m, topic, queue_id, q.max_offset_in_queue - 1)
+        return ok and request_from_message(m).tags_code == code
 
     def _drop_torn_queue_tails(self):
         "Drop every last unit that disagrees with its record; the offset the replay must start at, or None."
@@ -254,7 +260,8 @@ class MessageStore:
         return self.index.build_index(req)
 
     def _dispatchers(self):
-        return ([self.cq_store.dispatch] + ([self._build_index] if self.config.message_index_enable else [])
+        light = [self.light_dispatch] if getattr(self, "light_dispatch", None) else []   # chapter 13
+        return ([self.cq_store.dispatch] + light + ([self._build_index] if self.config.message_index_enable else [])
                 + plugin_calls(self.plugins, "dispatch"))
 
     def _redispatch(self, message) -> None:
@@ -264,7 +271,7 @@ class MessageStore:
 
     def _batch_dispatchers(self):
         "The dispatchers of a batch (consume queues, then the index), or None: per record only."
-        if not self.batch_dispatch or plugin_calls(self.plugins, "dispatch"):
+        if not self.batch_dispatch or getattr(self, "light_dispatch", None) or plugin_calls(self.plugins, "dispatch"):
             return None
         return [self._queue_batch] + ([self.index.build_index_bulk] if self.config.message_index_enable else [])
 
@@ -384,7 +391,11 @@ class MessageStore:
         self._check_open()
         check_message(message)                  # before anything is written
         self._check_services()                  # a put that would never be dispatched is refused
-        result = self.commit_log.put(message)
+        if self.config.enable_lmq and "INNER_MULTI_DISPATCH" in message.properties:   # chapter 13
+            from mqstore.modern import put_light
+            result = put_light(self, message)
+        else:
+            result = self.commit_log.put(message)
         self.reput.notify()
         return result
 
