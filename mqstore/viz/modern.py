@@ -38,7 +38,7 @@ def draw_body_sizes(messages, labels, ax=None, title="stored vs served body size
         ax.text(len(m.stored_body) + 60, i - 0.2, f"{len(m.stored_body)}", va="center", fontsize=8)
     ax.set_yticks(list(y), labels, fontsize=9); ax.invert_yaxis()
     ax.set_xlabel("bytes"); ax.set_title(title, fontsize=10)
-    ax.legend(loc="lower right", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9)
     return ax
 
 # %% ../../book/13_modern_stores.ipynb #eef3876d
@@ -53,7 +53,7 @@ def draw_prop_crc_record(raw: bytes, fields, ax=None, title=None):
         if size >= 0.06 * n:
             ax.text(pos + size / 2, 0.5, name, ha="center", va="center", fontsize=8, rotation=0)
     ax.add_patch(plt.Rectangle((n - 20, 0), 20, 1, color="#E69F00", ec="black", lw=1))
-    ax.annotate(raw[-11:-1].decode(), (n - 10, 1), (n - 10, 1.55), ha="center", fontsize=9,
+    ax.annotate(raw[-11:-1].decode(), (n - 10, 1), (n - 10, 1.55), ha="right", fontsize=9,
                 arrowprops=dict(arrowstyle="->"))
     ax.annotate("", (0, -0.35), (n - 20, -0.35), arrowprops=dict(arrowstyle="<->", color="#D55E00"))
     ax.text((n - 20) / 2, -0.75, f"CRC-32 of bytes 0..{n - 21}", ha="center", fontsize=9, color="#D55E00")
