@@ -231,13 +231,15 @@ def record_facts(store, offset: int) -> dict:
     "Every field of the record at `offset` as plain data (body as hex, cut at 256 bytes)."
     m = store.look(offset)
     body = m.body or b""
-    return {"offset": offset, "total_size": m.total_size, "version": m.version, "queue_id": m.queue_id,
+    facts = {"offset": offset, "total_size": m.total_size, "version": m.version, "queue_id": m.queue_id,
             "flag": m.flag, "queue_offset": m.queue_offset, "commit_log_offset": m.commit_log_offset,
             "sys_flag": m.sys_flag, "born_timestamp": m.born_timestamp, "born_host": list(m.born_host),
             "store_timestamp": m.store_timestamp, "store_host": list(m.store_host),
             "reconsume_times": m.reconsume_times, "prepared_transaction_offset": m.prepared_transaction_offset,
             "body_crc": m.body_crc, "body_length": len(body), "topic": m.topic, "properties": m.properties,
             "tags_code": m.tags_code, "msg_id": m.msg_id, "body_hex": body[:256].hex()}
+    from mqstore.modern import record_extras     # chapter 13: compression, the __CRC32# property
+    return {**facts, **record_extras(store, m)}
 
 def raw_record(store, offset: int) -> bytes:
     m = store.look(offset)
@@ -264,15 +266,15 @@ def cmd_dump(args) -> int:
 
 # %% ../book/12_real_stores.ipynb #b3607c22
 def message_line(m) -> str:
-    body = (m.body or b"")[:40]
-    text = body.decode("utf-8", "replace").replace("\n", " ") if body else ""
+    from mqstore.modern import body_text          # chapter 13: text only when it is text
     return (f"{m.commit_log_offset:>12}  {m.topic[:24]:<24} q{m.queue_id:<3} #{m.queue_offset:<6} "
-            f"tags={m.tags or '-'} keys={' '.join(m.keys) or '-'}  {text!r}")
+            f"tags={m.tags or '-'} keys={' '.join(m.keys) or '-'}  {body_text(m.body or b'')}")
 
 def message_data(m) -> dict:
     return {"commit_log_offset": m.commit_log_offset, "topic": m.topic, "queue_id": m.queue_id,
             "queue_offset": m.queue_offset, "store_timestamp": m.store_timestamp, "tags": m.tags,
-            "keys": m.keys, "uniq_key": m.uniq_key, "msg_id": m.msg_id, "body_length": len(m.body or b"")}
+            "keys": m.keys, "uniq_key": m.uniq_key, "msg_id": m.msg_id, "body_length": len(m.body or b""),
+            "compression": m.compression, "stored_body_length": len(m.stored_body or b"")}
 
 # %% ../book/12_real_stores.ipynb #10217630
 @subcommand("get", "up to N messages of one queue from a queue offset",

@@ -143,6 +143,9 @@ class CommitLog:
         if self.read_only:
             raise ReadOnlyStoreError("the store was opened read-only")
         cfg = self.config
+        if cfg.enabled_append_prop_crc:                # chapter 13: the 20 bytes of __CRC32#, signed below
+            from mqstore.modern import prop_crc_slot, sign_prop_crc
+            msg = prop_crc_slot(msg)
         rec = encode_message(msg, cfg.store_host, max_body_size=cfg.max_message_size)
         size = len(rec)
         if size + END_FILE_MIN_BLANK_LENGTH > cfg.commit_log_file_size:
@@ -164,13 +167,12 @@ class CommitLog:
             else:
                 queue_offset = self.queue_offset_hook(msg, tx) if self.queue_offset_hook else 0
             stamp_record(rec, 0, queue_offset, offset, ts)
+            if cfg.enabled_append_prop_crc: sign_prop_crc(rec)       # doAppend: the CRC once the offsets are in
             mf.append(rec)
             if takes:
                 self.topic_queue_table[key] = queue_offset + 1
             mf.store_timestamp = self.last_store_timestamp = ts
-        status = "PUT_OK"
-        if cfg.sync_flush:
-            status = self._wait_flushed(offset + size)
+        status = self._wait_flushed(offset + size) if cfg.sync_flush else "PUT_OK"
         return PutResult._fast(status, offset, size, queue_offset, ts, cfg.store_host, rolled)
 
     def get(self, offset: int, check_crc: bool = True) -> StoredMessage:
@@ -306,6 +308,10 @@ class CommitLog:
             if cols is None:
                 blob = bytearray().join(recs[i:i + k])
                 stamp_records(blob, starts - mf.wrote_position, queue_offsets[i:i + k], offsets[i:i + k], ts)
+                if self.config.enabled_append_prop_crc:          # chapter 13
+                    from mqstore.modern import sign_prop_crc
+                    for p, s in zip((starts - mf.wrote_position).tolist(), sizes[i:i + k].tolist()):
+                        sign_prop_crc(blob, p, s)
                 mf.append(blob)
             else:
                 self._write_columns(mf, cols, i, i + k, queue_offsets, offsets, ts)
@@ -329,7 +335,10 @@ class CommitLog:
         except TypeError:
             raise InvalidMessageError(f"put_batch takes an iterable of Messages, not {type(messages).__name__}") from None
         cfg, n, recs = self.config, len(messages), None
-        cols = columns if columns is not None or not n or compiled_kernels() is None else \
+        if cfg.enabled_append_prop_crc:                # chapter 13: one by one, each with its __CRC32# slot
+            from mqstore.modern import prop_crc_slot
+            messages, columns = [prop_crc_slot(m) for m in messages], None
+        cols = None if cfg.enabled_append_prop_crc else columns if columns is not None or not n or compiled_kernels() is None else \
             batch_columns(messages, cfg.store_host, cfg.max_message_size)
         if cols is None:
             recs = [encode_message(m, cfg.store_host, max_body_size=cfg.max_message_size) for m in messages]
@@ -345,9 +354,7 @@ class CommitLog:
             else:
                 self._batch_queue_offsets(messages, queue_offsets)
             self._append_batch(recs, sizes, offsets, queue_offsets, rolled, ts, cols)
-        status = "PUT_OK"
-        if cfg.sync_flush and n:
-            status = self._wait_flushed(int(offsets[-1] + sizes[-1]))
+        status = self._wait_flushed(int(offsets[-1] + sizes[-1])) if cfg.sync_flush and n else "PUT_OK"
         return BatchPutResult(status, offsets, sizes, queue_offsets, ts, cfg.store_host, rolled)
 
 # %% ../book/04_commit_log.ipynb #06f67e7a

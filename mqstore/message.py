@@ -174,6 +174,16 @@ class StoredMessage(PropertyAccess):
     body: bytes = b""
     topic: str = ""
     properties: dict = field(default_factory=dict)
+    _stored_body: bytes = field(default=None, repr=False, compare=False)   # set when `body` was decompressed (ch. 13)
+
+    @property
+    def stored_body(self) -> bytes:
+        "The body's bytes as the record holds them (compressed when `compression` says so)."
+        return self.body if self._stored_body is None else self._stored_body
+    @property
+    def compression(self):
+        "'zlib', 'lz4' or 'zstd' when the body is stored compressed, else None (chapter 13)."
+        return compression_type(self.sys_flag)
 
     @property
     def transaction_type(self) -> int:
@@ -184,8 +194,8 @@ class StoredMessage(PropertyAccess):
         return cq_tags_code(self.topic, self.properties, self.store_timestamp)
 
     def to_message(self) -> Message:
-        "The producer-side part of this record."
-        return Message(topic=self.topic, body=self.body, flag=self.flag,
+        "The producer-side part of this record (the body as stored, matching sysFlag's compression bits)."
+        return Message(topic=self.topic, body=self.stored_body, flag=self.flag,
                        properties=dict(self.properties), queue_id=self.queue_id,
                        sys_flag=self.sys_flag, born_timestamp=self.born_timestamp,
                        born_host=self.born_host, reconsume_times=self.reconsume_times,

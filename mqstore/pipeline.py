@@ -39,7 +39,8 @@ MESSAGE_FIELDS = {
     "tags": pa.string(), "tags_code": pa.int64(), "keys": pa.string(), "uniq_key": pa.string(),
     "properties": pa.map_(pa.string(), pa.string()),
 }
-EXTRA_FIELDS = {"body": pa.binary(), "index_hashes": pa.list_(pa.int64())}
+EXTRA_FIELDS = {"body": pa.binary(), "index_hashes": pa.list_(pa.int64()),
+                "stored_body": pa.binary(), "compression": pa.string()}     # chapter 13
 MESSAGE_COLUMNS = tuple(MESSAGE_FIELDS)
 _HEADER_COLUMNS = ("total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
                    "commit_log_offset", "sys_flag", "born_timestamp", "store_timestamp",
@@ -109,13 +110,14 @@ def _variable_column(c, buf, h, batch) -> pa.Array:
         return pa.array(batch.keys if c == "keys" else batch.uniq_keys, pa.string())
     if c == "properties":
         return pa.array([list(p.items()) for p in scan_properties(buf, h)], MESSAGE_FIELDS[c])
-    if c == "body":
-        return pa.array([bytes(buf[p:p + k]) for p, k in
-                         zip(h["body_pos"].tolist(), h["body_len"].tolist())], pa.binary())
+    if c in ("body", "stored_body", "compression"):      # chapter 13: bodies served decompressed
+        from mqstore.modern import body_column
+        return pa.array(body_column(buf, h, c), EXTRA_FIELDS[c])
     return _index_hashes(batch)
 
 # %% ../book/10_spark_pipeline.ipynb #1b9b968e
-_VARIABLE_COLUMNS = ("topic", "tags", "tags_code", "keys", "uniq_key", "properties", "body", "index_hashes")
+_VARIABLE_COLUMNS = ("topic", "tags", "tags_code", "keys", "uniq_key", "properties", "body", "index_hashes",
+                     "stored_body", "compression")
 
 def segment_table(buf, segment_offset: int, columns=MESSAGE_COLUMNS, check_crc: bool = False):
     """Decode a mapped segment into an Arrow table with the requested columns.

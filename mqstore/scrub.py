@@ -300,6 +300,9 @@ class Scrubber:
         self.report.records += len(w.offs)
         if not len(w.offs):
             return
+        from mqstore.modern import record_problems        # chapter 13: __CRC32#, compressed bodies
+        for text in record_problems(w):
+            self.problem(text)
         end = int(w.offs[-1] + w.headers["total_size"][-1])
         self.queues_upto(w, end, self.claims(w))
         if self.index_on:

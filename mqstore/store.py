@@ -289,6 +289,9 @@ class MessageStore:
 
     def recover(self) -> None:
         cfg = self.config
+        if cfg.force_verify_prop_crc and cfg.check_crc_on_recover:
+            from mqstore.modern import cut_at_prop_crc  # chapter 13: RocketMQ 5.x's __CRC32# property
+            cut_at_prop_crc(self)
         if self.read_only:
             self.recovered_offset = recover_read_only(self.commit_log, self.cq_store, cfg.check_crc_on_recover,
                                                       self.observer)
@@ -411,19 +414,24 @@ class MessageStore:
     def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None):
         "Up to `max_count` messages of one queue from a queue offset (see consume_queue.get_messages)."
         self._check_open()
-        return get_messages(self.commit_log, self.cq_store, topic, queue_id, offset, max_count, tags)
+        from mqstore.modern import serve                # chapter 13: compressed bodies served decompressed
+        res = get_messages(self.commit_log, self.cq_store, topic, queue_id, offset, max_count, tags)
+        res.messages = [serve(m) for m in res.messages]
+        return res
 
     def look(self, physical_offset: int):
         "The message whose record starts at a commit-log offset."
         self._check_open()
         check_int("physical_offset", physical_offset)
-        return self.commit_log.get(physical_offset)
+        from mqstore.modern import serve
+        return serve(self.commit_log.get(physical_offset))
 
     def query(self, topic: str, key: str, begin: int = 0, end: int = 2**62, max_num: int = 32):
         "Messages of `topic` with `key` (UNIQ_KEY or one of KEYS) stored in [begin, end], newest first."
         self._check_open()
         check_query_arguments(topic, key, begin, end, max_num)
-        return self.index.query(topic, key, begin, end, max_num, lookup=self.commit_log.get).messages
+        from mqstore.modern import serve
+        return [serve(m) for m in self.index.query(topic, key, begin, end, max_num, lookup=self.commit_log.get).messages]
 
     def publish_checkpoint(self, logics_timestamp: int | None = None) -> None:
         "Write the checkpoint with values that are already on disk."

@@ -215,7 +215,7 @@ class BrokerMessage(Message):
 def end_message(prepared, decision: int, slot: int) -> BrokerMessage:
     "The COMMIT or ROLLBACK record for a prepared StoredMessage (EndTransactionProcessor.endMessageTransaction)."
     return BrokerMessage(
-        topic=prepared.topic, body=b"" if decision == TRANSACTION_ROLLBACK_TYPE else prepared.body,
+        topic=prepared.topic, body=b"" if decision == TRANSACTION_ROLLBACK_TYPE else prepared.stored_body,
         flag=prepared.flag, properties=dict(prepared.properties), queue_id=prepared.queue_id,
         sys_flag=(prepared.sys_flag & ~TRANSACTION_ROLLBACK_TYPE) | decision,
         born_timestamp=prepared.born_timestamp, born_host=prepared.born_host,
@@ -746,7 +746,7 @@ def real_message(half) -> Message:
     "The committed message rebuilt from a half (EndTransactionProcessor.endMessageTransaction, 4.x)."
     props = {k: v for k, v in half.properties.items()
              if k not in (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED)}
-    return Message(topic=half.properties[PROPERTY_REAL_TOPIC], body=half.body, flag=half.flag, properties=props,
+    return Message(topic=half.properties[PROPERTY_REAL_TOPIC], body=half.stored_body, flag=half.flag, properties=props,
                    queue_id=int(half.properties[PROPERTY_REAL_QUEUE_ID]),
                    sys_flag=(half.sys_flag & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_COMMIT_TYPE,
                    born_timestamp=half.born_timestamp, born_host=half.born_host,
