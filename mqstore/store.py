@@ -84,6 +84,8 @@ class MessageStore:
 
     def load(self) -> None:
         cfg = self.config
+        from mqstore.modern import store_plugins   # what a RocketMQ 5.x root adds (chapter 13): refused first
+        self.plugins += store_plugins(self)
         if self.rebuild:
             self._prepare_rebuild()
         self.last_exit_ok = last_exit_ok(self.root)
@@ -307,6 +309,10 @@ class MessageStore:
     def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None):
         "Up to `max_count` messages of one queue from a queue offset (see consume_queue.get_messages)."
         self._check_open()
+        for serve in plugin_calls(self.plugins, "get_messages"):    # queues a plugin keeps (chapter 13)
+            res = serve(topic, queue_id, offset, max_count, tags)
+            if res is not None:
+                return res
         return get_messages(self.commit_log, self.cq_store, topic, queue_id, offset, max_count, tags)
 
     def look(self, physical_offset: int):
