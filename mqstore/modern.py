@@ -60,9 +60,8 @@ class BatchConsumeQueue:
         self.max_physic_offset = -1          # offset of the last record with a unit (maxMsgPhyOffsetInCommitLog)
 
     def all_units(self) -> np.ndarray:
-        "Every unit up to the valid end (a copy)."
-        parts = [np.frombuffer(mf.read(0, mf.read_position), BCQ_UNIT_DTYPE) for mf in self.mfq.files]
-        return np.concatenate(parts) if parts else np.zeros(0, BCQ_UNIT_DTYPE)
+        "Every unit up to the valid end (a copy, big-endian as on disk)."
+        return np.frombuffer(b"".join(mf.read(0, mf.read_position) for mf in self.mfq.files), BCQ_UNIT_DTYPE)
 
     @property
     def min_offset_in_queue(self) -> int:
