@@ -259,6 +259,8 @@ class BatchQueues:
         store.cq_store.elsewhere |= self.topics
         for t in sorted(self.topics):
             for p in sorted((self.folder / t).iterdir()):
+                if not p.is_dir() or queue_id_of_folder(p.name) is None:   # refused for writing (store_plugins)
+                    continue
                 q = self.queue(t, queue_id_of_folder(p.name), create=True).load(store.read_only)
                 if store.rebuild:
                     q.mfq.destroy()
