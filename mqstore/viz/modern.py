@@ -22,7 +22,7 @@ def draw_inner_batch(raw: bytes, msg, inner: list, ax=None):
     "An inner-batch record's bytes: header, body cut into its messages, topic and properties (top); one packed message (bottom)."
     from mqstore.message import record_fields
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.2))
+        _, ax = plt.subplots(figsize=(11, 3.4))
     f = {name: (pos, size) for name, pos, size in record_fields(raw)}
     body_at = f["BODY"][0]
     parts = [(0, body_at, "#DDDDDD", f"header\n{body_at} B")]
@@ -30,22 +30,23 @@ def draw_inner_batch(raw: bytes, msg, inner: list, ax=None):
     for i, m in enumerate(inner):
         parts.append((at, m["size"], BCQ_COLORS[i % 4], f"message {i}\n{m['properties'].get('KEYS', '')}\n{m['size']} B"))
         at += m["size"]
-    parts.append((at, f["PROPERTIES"][0] - at, "#DDDDDD", "topic"))
-    parts.append((f["PROPERTIES"][0], f["PROPERTIES"][1], BCQ_COLORS[6],
-                  f"properties\nINNER_NUM={msg.properties['INNER_NUM']}\nINNER_BASE={msg.properties['INNER_BASE']}"))
+    parts.append((at, len(raw) - at, BCQ_COLORS[6], ""))
     _strip(ax, 1.2, parts, height=0.9)
+    ax.annotate(f"topic and properties ({len(raw) - at} B): INNER_NUM={msg.properties['INNER_NUM']}, "
+                f"INNER_BASE={msg.properties['INNER_BASE']}", (at + (len(raw) - at) / 2, 2.1), (len(raw), 2.45),
+                ha="right", fontsize=8, arrowprops=dict(arrowstyle="->", lw=0.8))
     m0, blen = inner[0], len(inner[0]["body"])
     plen = m0["size"] - 22 - blen
     packed = [("size", 4), ("magic", 4), ("body CRC", 4), ("flag", 4), ("body len", 4), (f"body ({blen} B)", blen),
-              ("props len", 2), (f"properties ({plen} B): KEYS, UNIQ_KEY, TAGS={m0['properties'].get('TAGS')}", plen)]
-    scale, x, row = len(raw) / m0["size"], 0, []
-    for i, (label, n) in enumerate(packed):
-        w = max(n * scale, 60)
-        row.append((x, w, BCQ_COLORS[0] if i in (5, 7) else "#FFFFFF", label))
+              ("props len", 2), (f"properties ({plen} B):\nKEYS, UNIQ_KEY, TAGS={m0['properties'].get('TAGS')}", plen)]
+    widths = [1.6 if n <= 4 else n / 18 for _, n in packed]          # small fields legible, not to scale
+    unit, x, row = len(raw) / sum(widths), 0, []
+    for i, ((label, n), w) in enumerate(zip(packed, widths)):
+        row.append((x * unit, w * unit, BCQ_COLORS[0] if i in (5, 7) else "#FFFFFF", label.replace(" ", "\n", 1) if n <= 4 else label))
         x += w
-    _strip(ax, 0, [(s * len(raw) / x, w * len(raw) / x, c, l) for s, w, c, l in row], height=0.7, fontsize=8)
+    _strip(ax, 0, row, height=0.7, fontsize=8)
     ax.set_xlim(0, len(raw))
-    ax.set_ylim(-0.2, 2.3)
+    ax.set_ylim(-0.2, 2.7)
     ax.set_yticks([0.35, 1.65], ["message 0,\npacked\n(not to scale)", f"record at {msg.commit_log_offset}\n"
                                  f"sysFlag {msg.sys_flag:#x}"], fontsize=9)
     ax.set_xlabel("byte of the record", fontsize=9)
@@ -77,7 +78,7 @@ def draw_batch_units(raw: bytes, ax=None):
     ax.set_yticks([n - 1 - r + 0.4 for r in range(n)], [f"unit {r}\n@ byte {r * 46}" for r in range(n)], fontsize=8)
     ax.set_xlabel("byte within the 46-byte unit", fontsize=9)
     ax.legend(handles=[Patch(fc=BCQ_COLORS[i], label=f"{name} ({size})") for i, (name, size) in enumerate(_BCQ_FIELDS)],
-              ncol=8, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35 if n < 4 else -0.15), frameon=False)
+              ncol=8, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22 if n < 4 else -0.12), frameon=False)
     ax.set_title("Batch consume-queue units, read from the live file", fontsize=10)
     return ax.figure
 
@@ -85,7 +86,7 @@ def draw_batch_units(raw: bytes, ax=None):
 def draw_offset_map(units, asked: int | None = None, ax=None):
     "Queue offsets (top) grouped by the unit that serves them (middle), the records they point at (bottom)."
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 3))
+        _, ax = plt.subplots(figsize=(10, 3.2))
     end = int(units["base"][-1] + units["batch"][-1])
     for i, u in enumerate(units):
         base, batch, color = int(u["base"]), int(u["batch"]), BCQ_COLORS[i % len(BCQ_COLORS)]
@@ -93,8 +94,9 @@ def draw_offset_map(units, asked: int | None = None, ax=None):
             edge = "black" if k != asked else "#D55E00"
             ax.add_patch(Rectangle((k, 2), 0.95, 0.6, fc=color, ec=edge, lw=2.5 if k == asked else 0.6))
             ax.text(k + 0.47, 2.3, str(k), ha="center", va="center", fontsize=9)
-        ax.add_patch(Rectangle((base, 1), batch - 0.05, 0.6, fc=color, ec="black", lw=0.6))
-        ax.text(base + batch / 2, 1.3, f"unit {i}: base {base}, batch {batch}", ha="center", va="center", fontsize=8)
+        ax.add_patch(Rectangle((base, 0.95), batch - 0.05, 0.75, fc=color, ec="black", lw=0.6))
+        sep = (": ", ", ") if batch > 1 else ("\n", "\n")
+        ax.text(base + batch / 2, 1.32, f"unit {i}{sep[0]}base {base}{sep[1]}batch {batch}", ha="center", va="center", fontsize=8)
         ax.add_patch(Rectangle((base, 0), batch - 0.05, 0.6, fc="white", ec=color, lw=2))
         ax.text(base + batch / 2, 0.3, f"record @{int(u['offset'])}\n{int(u['size'])} B", ha="center", va="center", fontsize=8)
     if asked is not None:
