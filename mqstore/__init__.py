@@ -353,6 +353,7 @@ _API = {
     'maintains_batch_consume_queues': 'modern',
     'BatchQueues': 'modern',
     'store_plugins': 'modern',
+    'rebuild_batch_queues': 'modern',
     'EXTRA_FIELDS': 'pipeline',
     'MESSAGE_COLUMNS': 'pipeline',
     'LOG4J2_PROPERTIES': 'pipeline',

@@ -4,7 +4,7 @@
 __all__ = ['BCQ_UNIT_SIZE', 'BCQ_UNIT_DTYPE', 'BCQ_INVALID_POS', 'inner_messages', 'encode_batch_unit',
            'batch_unit_of', 'BatchConsumeQueue', 'valid_batch_units', 'get_batch_messages', 'batch_topics',
            'inner_batch_topics', 'batch_units_per_file', 'maintains_batch_consume_queues', 'BatchQueues',
-           'store_plugins']
+           'store_plugins', 'rebuild_batch_queues']
 
 # %% ../book/13_modern_stores.ipynb #93021e5b
 import struct
@@ -363,3 +363,26 @@ def store_plugins(store) -> list:
         return []
     units = batch_units_per_file(root, cfg)[0] or cfg.consume_queue_units   # read-only: nothing to read then
     return [BatchQueues(root, topics, units)]
+
+# %% ../book/13_modern_stores.ipynb #1b95447b
+import shutil
+
+def rebuild_batch_queues(root, out, config, queues: dict) -> dict:
+    "After chapter 10's rebuild into `out`: BatchCQ topics get batch queues there, not consume queues."
+    from mqstore.store import MessageStore
+    topics = batch_topics(root)
+    if not topics:
+        return {}
+    units, why = batch_units_per_file(root, config)
+    if why is not None or any((Path(out) / "batchconsumequeue").glob("*/*/*")):
+        raise BatchQueueRefusedError(f"{out}: batch queues not rebuilt: {why or 'batchconsumequeue/ holds files'}")
+    for t in topics:
+        shutil.rmtree(Path(out) / "consumequeue" / t, ignore_errors=True)
+        for k in [k for k in queues if k.rsplit("-", 1)[0] == t]:
+            del queues[k]
+    built = BatchQueues(out, topics, units)
+    with MessageStore.open(root, config, read_only=True) as store:
+        dispatch_range(store.commit_log, store.commit_log.min_offset, [built.dispatch])
+    counts = {queue_key(t, i): len(q.all_units()) for (t, i), q in built}
+    built.close()
+    return {"batch_queues": counts}

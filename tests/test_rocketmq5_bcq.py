@@ -198,3 +198,15 @@ def test_the_plugin_is_added_once_and_read_only_writes_nothing(bcq):
         assert sum(isinstance(p, BatchQueues) for p in store.plugins) == 1
         assert store.cq_store.elsewhere == {"BCQTopic"}
     assert tree_hashes(root) == before
+
+
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_rebuild_into_out_writes_batch_queues_byte_identical(bcq, vectors5, tmp_path, engine):
+    from mqstore import pipeline
+    root, _ = bcq
+    out = tmp_path / "out"
+    report = pipeline.rebuild(root, out, engine=engine, config=StoreConfig.small())
+    assert (out / BCQ_FILE).read_bytes() == _original(vectors5, BCQ_FILE)
+    assert (out / PLAIN_FILE).read_bytes() == _original(vectors5, PLAIN_FILE)
+    assert not (out / "consumequeue" / "BCQTopic").exists()
+    assert report["batch_queues"] == {"BCQTopic-0": 3} and report["queues"] == {"PlainTopic-0": 1}
