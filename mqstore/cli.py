@@ -175,6 +175,7 @@ def describe_store(store) -> dict:
                   for f in store.index.files],
         "checkpoint": read_checkpoint_fields(cp.read_bytes()[:40]) if cp.exists() else None,
         "lock_file": (root / "lock").exists(),
+        **{k: v for p in store.plugins if hasattr(p, "describe") for k, v in p.describe().items()},
     }
 
 # %% ../book/12_real_stores.ipynb #cec2886d
@@ -197,6 +198,8 @@ def format_description(d: dict) -> str:
               for q in d["queues"]]
     lines.append(f"index files: {len(d['index'])}")
     lines += [f"  {i['name']}  {i['entries']:>8,} entries, up to offset {i['end_phy_offset']:,}" for i in d["index"]]
+    bq = d.get("batch_consume_queues", [])        # a RocketMQ 5.x root's BatchCQ topics (chapter 13)
+    lines += [f"batch consume queues: {len(bq)}"] * bool(bq) + [f"  {q['topic'][:40]:<40} {q['queue_id']:>3}  offsets [{q['min_offset']}, {q['max_offset']}), {q['units']} units" for q in bq]
     cp = d["checkpoint"]
     lines.append("checkpoint: " + ("missing" if cp is None else
                  f"physic {cp['physic_msg_timestamp']}, logics {cp['logics_msg_timestamp']}, "

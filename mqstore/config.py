@@ -78,6 +78,7 @@ class StoreConfig:
     enable_lmq: bool = False                    # enableLmq: light message queues (%LMQ%...)
     enable_multi_dispatch: bool = False         # enableMultiDispatch: INNER_MULTI_DISPATCH queues
     store_path_commit_log: str = ""             # storePathCommitLog; "" is ROOT/commitlog
+    batch_consume_queue_units: int = 0          # mapperFileSizeBatchConsumeQueue / 46; 0: from the files
 
     def __post_init__(self):
         _check_config(self)

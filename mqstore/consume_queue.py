@@ -294,7 +294,7 @@ class ConsumeQueueStore:
         self.queues: dict = {}                       # (topic, queue_id) -> ConsumeQueue
         self.logics_msg_timestamp = 0                # store time of the last unit written
         self.ignored_folders: list = []              # folders under consumequeue/ that name no queue
-        self.mending = False                         # set by crash recovery's replay: see ConsumeQueue.mend
+        self.mending, self.elsewhere = False, set()  # replay mending (ConsumeQueue.mend); topics kept elsewhere (ch. 13)
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = self.queues.get((topic, queue_id))
@@ -309,7 +309,7 @@ class ConsumeQueueStore:
 
     def dispatch(self, req) -> bool:
         "CommitLogDispatcherBuildConsumeQueue: a unit for NOT and COMMIT messages only."
-        if not takes_queue_offset(req.sys_flag):      # prepared and rollback records get no unit
+        if not takes_queue_offset(req.sys_flag) or req.topic in self.elsewhere:   # prepared, rollback: no unit
             return False
         if not queue_folder_ok(req.topic, req.queue_id):   # a damaged or foreign record: no folder for it
             warnings.warn(DispatchWarning(f"the record at {req.commit_log_offset} has topic {req.topic[:40]!r}, "

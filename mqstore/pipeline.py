@@ -658,9 +658,11 @@ def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spar
     else:
         spark = spark or spark_session(master)
         messages, queues, entries, files = _rebuild_spark(spark, segments, out, config, clock)
+    from mqstore.modern import rebuild_batch_queues        # a 5.x root's BatchCQ topics (chapter 13)
+    batch = rebuild_batch_queues(store_path(root), out, config, queues)
     return {"engine": engine, "root": str(store_path(root)), "out": str(out), "segments": len(segments),
             "messages": messages, "queues": dict(sorted(queues.items())),
-            "consume_queue_units": sum(queues.values()), "index_entries": entries, "index_files": files}
+            "consume_queue_units": sum(queues.values()), "index_entries": entries, "index_files": files, **batch}
 
 # %% ../book/10_spark_pipeline.ipynb #9b687af3
 def _collect(frame, what: str, order) -> list:
