@@ -23,6 +23,7 @@ ROOT_ENTRIES = {"commitlog": "commit log", "consumequeue": "consume queues", "in
                 "consumequeue_ext": "consume-queue extensions",
                 "consumequeue_rocksdb": "RocksDB consume queues", "rocksdbstore": "RocksDB consume queues"}
 
+# %% ../book/13_modern_stores.ipynb #c13a0104
 STRUCTURES = ("commit log", "consume queues", "index files", "checkpoint", "abort file", "abort backup",
               "lock file", "compaction checkpoint", "broker configuration", "3.x transaction state",
               "compressed records", "property CRC", "schedule topics", "transaction system topics",
