@@ -544,7 +544,9 @@ class MessageStore:
         store.rebuild = rebuild and not read_only
         try:
             check_store_root(store.root, create=not read_only)
-            if not read_only:
+            if not read_only:                   # chapter 13: recognise the root first, refuse what is not kept
+                from mqstore.modern import check_writable
+                check_writable(store.root, store.config, "repair" if store.rebuild else "open")
                 store.root.mkdir(parents=True, exist_ok=True)
                 store.lock.acquire()
         except OSError as e:                    # a path through a regular file, a `lock` folder...
