@@ -165,6 +165,7 @@ _API = {
     'scan_property': 'dispatch',
     'scan_topic_ids': 'dispatch',
     'SegmentBatch': 'dispatch',
+    'delivery_codes': 'dispatch',
     'index_key_columns': 'dispatch',
     'decode_segment_batch': 'dispatch',
     'build_consume_queues_bulk': 'dispatch',

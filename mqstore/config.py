@@ -4,7 +4,7 @@
 __all__ = ['FLUSH_ASYNC', 'FLUSH_SYNC', 'StoreConfig']
 
 # %% ../book/04_commit_log.ipynb #993c43fa
-import ipaddress
+import ipaddress, re
 from dataclasses import dataclass, field, fields, replace
 from .errors import ConfigError
 
@@ -33,6 +33,10 @@ def _check_config(c) -> None:
     if c.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
         raise ConfigError(f"flush_disk_type must be {FLUSH_ASYNC!r} or {FLUSH_SYNC!r}, "
                           f"not {c.flush_disk_type!r}")
+    levels = c.message_delay_level                # None: the broker's levels are not known
+    if levels is not None and (type(levels) is not str or not re.fullmatch(r"\s*(\d{1,9}[smhd]\s*)+", levels)):
+        raise ConfigError(f"message_delay_level must be levels such as '1s 5s 1m 2h' (units s, m, h, d) "
+                          f"or None (not known), not {levels!r:.60}")
     if not _check_host(c.store_host):
         raise ConfigError(f"store_host must be an (ip, port) pair, not {c.store_host!r:.60}")
     if c.commit_log_file_size < 1024:
@@ -66,7 +70,7 @@ class StoreConfig:
     file_reserved_hours: int = 72
     warm_mapped_file: bool = False              # pre-create and warm the next segment (AllocateService)
     # RocketMQ 5.x settings a store's files depend on (chapter 13); the broker.conf names in comments
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
+    message_delay_level: str | None = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # None: unknown
     enabled_append_prop_crc: bool = False       # enabledAppendPropCRC: a __CRC32# property ends each record
     force_verify_prop_crc: bool = False         # forceVerifyPropCRC: recovery checks that property
     enable_lmq: bool = False                    # enableLmq: light message queues (%LMQ%...)

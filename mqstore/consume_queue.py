@@ -16,7 +16,7 @@ from .errors import (ConfigError, InvalidTopicError, OffsetOutOfRangeError, Quer
                             InvalidArgumentError, DispatchWarning, QueueFolderWarning)
 from .mapped_file import check_size
 from .mapped_file_queue import MappedFileQueue, zero_tail
-from .message import tags_code
+from .message import tags_code, cq_tags_code, SCHEDULE_TOPIC, PROPERTY_DELAY, DEFAULT_DELAY_LEVELS
 from .commit_log import queue_key, takes_queue_offset
 
 CQ_STORE_UNIT_SIZE = 20
@@ -295,6 +295,7 @@ class ConsumeQueueStore:
         self.logics_msg_timestamp = 0                # store time of the last unit written
         self.ignored_folders: list = []              # folders under consumequeue/ that name no queue
         self.mending = False                         # set by crash recovery's replay: see ConsumeQueue.mend
+        self.delay_levels = DEFAULT_DELAY_LEVELS     # the broker's messageDelayLevel (chapter 13); None: unknown
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = self.queues.get((topic, queue_id))
@@ -315,10 +316,17 @@ class ConsumeQueueStore:
             warnings.warn(DispatchWarning(f"the record at {req.commit_log_offset} has topic {req.topic[:40]!r}, "
                                           f"queue {req.queue_id}: no consume queue can hold it"))
             return False
+        code = req.tags_code
+        if req.topic == SCHEDULE_TOPIC and PROPERTY_DELAY in req.properties and \
+                self.delay_levels != DEFAULT_DELAY_LEVELS:      # the delivery time under the store's levels
+            if self.delay_levels is None:
+                raise ConfigError(f"the delivery time of the delayed record at {req.commit_log_offset} "
+                                  "depends on the broker's messageDelayLevel, which is not known")
+            code = cq_tags_code(req.topic, req.properties, req.store_timestamp, self.delay_levels)
         q = self.find_or_create(req.topic, req.queue_id)
-        ok = q.put(req.commit_log_offset, req.msg_size, req.tags_code, req.queue_offset)
+        ok = q.put(req.commit_log_offset, req.msg_size, code, req.queue_offset)
         if not ok and self.mending:                   # a replayed record: is its unit whole?
-            q.mend([req.commit_log_offset], [req.msg_size], [req.tags_code], [req.queue_offset])
+            q.mend([req.commit_log_offset], [req.msg_size], [code], [req.queue_offset])
         self.logics_msg_timestamp = req.store_timestamp
         return ok
 
