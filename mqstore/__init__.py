@@ -20,6 +20,7 @@ _API = {
     'store_path': 'auditing',
     'store_segments': 'auditing',
     'mapped_segment': 'auditing',
+    'op_offsets': 'auditing',
     'segment_faults': 'auditing',
     'local_columns': 'auditing',
     'local_columns_empty': 'auditing',
