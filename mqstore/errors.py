@@ -147,7 +147,7 @@ class TransactionStateError(TransactionError):
 class PipelineError(MQStoreError):
     "The Spark pipeline could not read, decode or write a store."
 
-# %% ../book/13_modern_stores.ipynb #2b3a3016
+# %% ../book/13_modern_stores.ipynb #03b93894
 class BrokerConfError(ConfigError):
     "A broker.conf line or value that cannot be taken (the file, the key and the value are named)."
 

@@ -4,7 +4,7 @@
 __all__ = ['BROKER_KEYS', 'logical_lines', 'unescape', 'split_line', 'java_value', 'BrokerConf', 'parse_broker_conf',
            'read_broker_conf', 'config_for_store', 'delayed_records', 'refuse_unknown_delays']
 
-# %% ../book/13_modern_stores.ipynb #296c52f9
+# %% ../book/13_modern_stores.ipynb #19b300dc
 import re
 from pathlib import Path
 from .errors import BrokerConfError
@@ -26,7 +26,7 @@ def logical_lines(text: str):
     if pending is not None:
         yield pending
 
-# %% ../book/13_modern_stores.ipynb #1d02bd94
+# %% ../book/13_modern_stores.ipynb #504f74ff
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 def unescape(s: str, where: str = "broker.conf") -> str:
@@ -45,7 +45,7 @@ def split_line(line: str, where: str = "broker.conf") -> tuple:
     m = re.match(r"((?:\\.|[^\\=: \t\f])*)[ \t\f]*[=:]?[ \t\f]*(.*)", line, re.S)
     return unescape(m[1], where), unescape(m[2], where)
 
-# %% ../book/13_modern_stores.ipynb #75cc3922
+# %% ../book/13_modern_stores.ipynb #a8f73b15
 BROKER_KEYS = {   # broker.conf key (MessageStoreConfig's setter) -> (StoreConfig field, Java type)
     "mappedFileSizeCommitLog": ("commit_log_file_size", "int"),
     "mappedFileSizeConsumeQueue": ("consume_queue_units", "int"),    # bytes; units = ceil(bytes / 20)
@@ -83,7 +83,7 @@ def java_value(key: str, text: str, java_type: str, where: str = "broker.conf"):
         raise BrokerConfError(f"{where}: {key}={text!r:.40} is not a Java {java_type}")   # RocketMQ ignores it
     return int(text)
 
-# %% ../book/13_modern_stores.ipynb #2e3f1bf8
+# %% ../book/13_modern_stores.ipynb #caaa300a
 from dataclasses import dataclass, field
 from .config import StoreConfig
 from .errors import ConfigError
@@ -122,7 +122,7 @@ def read_broker_conf(path, base: StoreConfig | None = None) -> BrokerConf:
         raise BrokerConfError(f"{path}: cannot be read ({e.strerror or e})") from None
     return parse_broker_conf(data.decode("latin-1"), base, where=str(path))
 
-# %% ../book/13_modern_stores.ipynb #7e3d8d2e
+# %% ../book/13_modern_stores.ipynb #d58d1aa5
 from .cli import infer_config
 
 _SIZE_KEYS = {"commit_log_file_size": ("mappedFileSizeCommitLog", "the commit log's segments"),
@@ -146,7 +146,7 @@ def config_for_store(root, conf) -> StoreConfig:
                               f"are {found:,}{unit}")
     return files
 
-# %% ../book/13_modern_stores.ipynb #9148664b
+# %% ../book/13_modern_stores.ipynb #cd4950a8
 import numpy as np
 from .auditing import store_segments, mapped_segment
 from .dispatch import scan_topic_ids

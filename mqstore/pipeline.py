@@ -97,6 +97,8 @@ def _index_hashes(batch) -> pa.Array:
     np.cumsum(per, out=offsets[1:])
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(index_key_hashes(keys), pa.int64()))
 
+from .auditing import op_offsets
+
 def _variable_column(c, buf, h, batch) -> pa.Array:
     "A column of the variable part of the records: topic, properties, body, index hashes."
     if c == "topic":
@@ -686,6 +688,7 @@ def _spark_record_findings(df) -> dict:
             "offset_mismatches": _collect(lies, "checking physical offsets", ["offset"])}
 
 # %% ../book/10_spark_pipeline.ipynb #5e061d24
+from .transaction import HALF_TOPIC, OP_TOPIC
 def _spark_queue_gaps(df) -> list:
     from pyspark.sql import Window, functions as F
     tx = F.col("sys_flag").bitwiseAND(_TX_MASK)
