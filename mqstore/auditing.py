@@ -128,6 +128,15 @@ def op_offsets(buf, h, ids, topics) -> list:
             out[r] = [int(x) for x in body.decode("latin-1").split(",") if x.isascii() and x.isdigit()]
     return out
 
+# %% ../book/10_spark_pipeline.ipynb #a4b5c6d7
+def _open_halves(d) -> tuple:
+    "(the 5.x half messages, those no op message closes): a half is (queue id, queue offset) of the half topic."
+    halves = np.flatnonzero((d["tx"] == 0) & (d["topic"] == HALF_TOPIC))
+    closed = {(q, x) for q, xs in zip(d["queue_id"][d["topic"] == OP_TOPIC].tolist(),
+                                       d["op_offsets"][d["topic"] == OP_TOPIC]) for x in xs}
+    return halves, np.array([r for r in halves.tolist()
+                             if (int(d["queue_id"][r]), int(d["queue_offset"][r])) not in closed], np.int64)
+
 # %% ../book/10_spark_pipeline.ipynb #20517892
 def segment_faults(segments, ends: dict) -> list:
     "How each segment's walk ended, from `ends` (segment offset -> end of its last record)."
@@ -201,14 +210,6 @@ def _local_gaps(d) -> list:
     found = _rows(d, rows[by_offset], ["topic", "queue_id"], found="queue_offset", offset="offset")
     return [{"topic": r["topic"], "queue_id": r["queue_id"], "expected": int(e), "found": r["found"],
              "offset": r["offset"]} for r, e in zip(found, expected[by_offset].tolist())]
-
-def _open_halves(d) -> tuple:
-    "(the 5.x half messages, those no op message closes): a half is (queue id, queue offset) of the half topic."
-    halves = np.flatnonzero((d["tx"] == 0) & (d["topic"] == HALF_TOPIC))
-    closed = {(q, x) for q, xs in zip(d["queue_id"][d["topic"] == OP_TOPIC].tolist(),
-                                       d["op_offsets"][d["topic"] == OP_TOPIC]) for x in xs}
-    return halves, np.array([r for r in halves.tolist()
-                             if (int(d["queue_id"][r]), int(d["queue_offset"][r])) not in closed], np.int64)
 
 def _local_transactions(d, first: int) -> dict:
     prepared = np.flatnonzero(d["tx"] == 4)

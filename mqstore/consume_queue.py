@@ -295,7 +295,6 @@ class ConsumeQueueStore:
         self.logics_msg_timestamp = 0                # store time of the last unit written
         self.ignored_folders: list = []              # folders under consumequeue/ that name no queue
         self.mending = False                         # set by crash recovery's replay: see ConsumeQueue.mend
-        self.delay_levels = DEFAULT_DELAY_LEVELS     # the broker's messageDelayLevel (chapter 13); None: unknown
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = self.queues.get((topic, queue_id))
@@ -316,14 +315,7 @@ class ConsumeQueueStore:
             warnings.warn(DispatchWarning(f"the record at {req.commit_log_offset} has topic {req.topic[:40]!r}, "
                                           f"queue {req.queue_id}: no consume queue can hold it"))
             return False
-        code = req.tags_code
-        if req.topic == SCHEDULE_TOPIC and PROPERTY_DELAY in req.properties and \
-                self.delay_levels != DEFAULT_DELAY_LEVELS:      # the delivery time under the store's levels
-            if self.delay_levels is None:
-                raise ConfigError(f"the delivery time of the delayed record at {req.commit_log_offset} "
-                                  "depends on the broker's messageDelayLevel, which is not known")
-            code = cq_tags_code(req.topic, req.properties, req.store_timestamp, self.delay_levels)
-        q = self.find_or_create(req.topic, req.queue_id)
+        q, code = self.find_or_create(req.topic, req.queue_id), self.unit_tags_code(req)
         ok = q.put(req.commit_log_offset, req.msg_size, code, req.queue_offset)
         if not ok and self.mending:                   # a replayed record: is its unit whole?
             q.mend([req.commit_log_offset], [req.msg_size], [code], [req.queue_offset])
@@ -331,6 +323,16 @@ class ConsumeQueueStore:
         return ok
 
     __call__ = dispatch
+
+    def unit_tags_code(self, req) -> int:
+        "A unit's tags code: a delayed message's delivery time under the store's `delay_levels` (chapter 13)."
+        levels = getattr(self, "delay_levels", DEFAULT_DELAY_LEVELS)     # the broker's messageDelayLevel; None: unknown
+        if req.topic != SCHEDULE_TOPIC or PROPERTY_DELAY not in req.properties or levels == DEFAULT_DELAY_LEVELS:
+            return req.tags_code
+        if levels is None:
+            raise ConfigError(f"the delivery time of the delayed record at {req.commit_log_offset} "
+                              "depends on the broker's messageDelayLevel, which is not known")
+        return cq_tags_code(req.topic, req.properties, req.store_timestamp, levels)
 
     @property
     def max_physic_offset(self) -> int:
