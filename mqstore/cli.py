@@ -2,9 +2,9 @@
 
 # %% auto #0
 __all__ = ['SUBCOMMANDS', 'ERROR_HINTS', 'JSON_FLAG', 'EXTRAS', 'REPAIR_HINT', 'WRITING_COMMANDS', 'READING_COMMANDS',
-           'infer_config', 'open_store', 'tree_hashes', 'tree_stamps', 'arg', 'subcommand', 'build_parser', 'main',
-           'store_holder', 'describe_store', 'run_state', 'format_description', 'cmd_inspect', 'hex_view',
-           'record_facts', 'raw_record', 'cmd_dump', 'message_line', 'message_data', 'cmd_get', 'cmd_query',
+           'infer_config', 'command_config', 'open_store', 'tree_hashes', 'tree_stamps', 'arg', 'subcommand',
+           'build_parser', 'main', 'store_holder', 'describe_store', 'run_state', 'format_description', 'cmd_inspect',
+           'hex_view', 'record_facts', 'raw_record', 'cmd_dump', 'message_line', 'message_data', 'cmd_get', 'cmd_query',
            'tail_problems', 'progress_bar', 'cmd_verify', 'cmd_recover', 'cmd_rebuild', 'cmd_audit', 'repair_hint_for',
            'confirm', 'store_problems', 'cmd_repair', 'writes_into', 'guarded']
 
@@ -54,6 +54,15 @@ def infer_config(root, base: StoreConfig | None = None) -> StoreConfig:
             raise CorruptFileError(f"{idx}: {size} bytes is not 40 + 84 x slots (slots:entries = 1:4)", idx)
         changes["index_slots"], changes["index_entries"] = slots, 4 * slots
     return cfg.with_(**changes)
+
+# %% ../book/12_real_stores.ipynb #c0f1a2b3
+def command_config(args) -> StoreConfig:
+    """A command's StoreConfig: `--config broker.conf` checked against the files (chapter 13), or the
+    sizes the files have, with the delay levels, which no file shows, not known (None)."""
+    if getattr(args, "config", None):
+        from mqstore.modern import config_for_store        # chapter 13
+        return config_for_store(args.root, args.config)
+    return infer_config(args.root).with_(message_delay_level=None)
 
 # %% ../book/12_real_stores.ipynb #d3e5dffc
 from .store import MessageStore
@@ -112,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (fn, help_, arguments) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.add_argument("root", metavar="ROOT", help="the store folder (holds commitlog/)")
+        sp.add_argument("--config", metavar="FILE", help="the broker's broker.conf: its sizes and settings "
+                        "(messageDelayLevel, ...) instead of what the files show (chapter 13)")
         for flags, kw in arguments:
             sp.add_argument(*flags, **kw)
         sp.set_defaults(fn=fn)
@@ -214,10 +225,11 @@ def _emit(args, data, text):
 @subcommand("inspect", "segments, positions, topics and queues, index files, checkpoint and abort state", JSON_FLAG)
 def cmd_inspect(args) -> int:
     from mqstore.modern import recognise_store, format_structures    # chapter 13: every structure found
-    with open_store(args.root) as store:
+    config = command_config(args)
+    with open_store(args.root, config=config) as store:
         d = describe_store(store)
-    d["structures"] = recognise_store(args.root)
-    _emit(args, d, format_description(d) + "\n" + format_structures(d["structures"]))
+    d["structures"] = recognise_store(args.root, config)
+    _emit(args, d, format_description(d) + "\n" + format_structures(d["structures"], config))
     return 0
 
 # %% ../book/12_real_stores.ipynb #3bbb5a0a
@@ -257,7 +269,7 @@ def raw_record(store, offset: int) -> bytes:
             arg("offset", type=int, metavar="OFFSET", help="physical offset of the record's first byte"),
             arg("--full", action="store_true", help="show every byte, not just the first 256"), JSON_FLAG)
 def cmd_dump(args) -> int:
-    with open_store(args.root) as store:
+    with open_store(args.root, config=command_config(args)) as store:
         facts = record_facts(store, args.offset)
         raw = raw_record(store, args.offset)
     if args.json:
@@ -289,7 +301,7 @@ def message_data(m) -> dict:
             arg("-n", type=int, default=10, help="at most N messages (default 10)"),
             arg("--tags", help="only these tags, e.g. 'TagA || TagB'"), JSON_FLAG)
 def cmd_get(args) -> int:
-    with open_store(args.root) as store:
+    with open_store(args.root, config=command_config(args)) as store:
         res = store.get(args.topic, args.queue, args.offset, args.n, tags=args.tags)
         data = {"status": res.status.name, "next_offset": res.next_begin_offset, "min_offset": res.min_offset,
                 "max_offset": res.max_offset, "messages": [message_data(m) for m in res.messages]}
@@ -307,7 +319,7 @@ def cmd_get(args) -> int:
 def cmd_query(args) -> int:
     if args.begin > args.end:
         raise QueryError(f"--begin {args.begin} is after --end {args.end}")
-    with open_store(args.root) as store:
+    with open_store(args.root, config=command_config(args)) as store:
         found = store.query(args.topic, args.key, args.begin, args.end, args.n)
         data = {"messages": [message_data(m) for m in found]}
         text = "\n".join([f"{len(found)} message(s) with key {args.key!r} in {args.topic}"]
@@ -355,8 +367,8 @@ REPAIR_HINT = ("run `mqstore repair {root}` to rebuild the consume queues, index
 def cmd_verify(args) -> int:
     from mqstore.scrub import open_recorded, scrub_open_store
     from mqstore.verify import CrashReport
-    before, report = tree_stamps(args.root), CrashReport()
-    with open_recorded(report, lambda observer: open_store(args.root, observer=observer)) as store:
+    before, report, config = tree_stamps(args.root), CrashReport(), command_config(args)
+    with open_recorded(report, lambda observer: open_store(args.root, config=config, observer=observer)) as store:
         span = (store.commit_log.min_offset, store.commit_log.max_offset)
         tail = tail_problems(store.commit_log)
         with progress_bar(span[1] - span[0], "checking CRCs, queues and index") as update:
@@ -374,7 +386,10 @@ def cmd_verify(args) -> int:
             + ("\n" + REPAIR_HINT.format(root=args.root) if problems else "")
             + (f"\nnote: {len(report.gaps)} queue offset(s) are fillers: their records are no longer in the log"
                if report.gaps else ""))
-    data["gaps"] = report.gaps
+    data["gaps"], data["unjudged"] = report.gaps, report.unjudged
+    if report.unjudged:
+        text += (f"\nnote: {report.unjudged} schedule unit(s) not judged: the delay levels are the broker's "
+                 "messageDelayLevel; give --config")
     _emit(args, data, text)
     return 0 if not problems else 1
 
@@ -387,7 +402,7 @@ def cmd_recover(args) -> int:
         raise MQStoreError(f"recover writes to {args.root} (truncates, rebuilds queues and index): "
                            "run it again with --yes")
     events = []
-    with open_store(args.root, write=True, observer=events.append) as store:
+    with open_store(args.root, write=True, config=command_config(args), observer=events.append) as store:
         store.wait_dispatched()
         end = store.commit_log.max_offset
     from mqstore.recovery import RecoveryStarted, SegmentChosen, WalkStopped, Truncated, Redispatched
@@ -407,7 +422,7 @@ def cmd_rebuild(args) -> int:
     if not args.out:
         raise MQStoreError("rebuild writes new consume queues and index files: give --out DIR (an empty folder)")
     report = pipeline.rebuild(args.root, args.out, engine=args.engine, master=args.master,
-                              config=infer_config(args.root))
+                              config=command_config(args))
     _emit(args, report, f"rebuilt {report['consume_queue_units']:,} consume-queue units in "
                         f"{len(report['queues'])} queues and {report['index_entries']:,} index entries "
                         f"({args.engine}) into {args.out}")
@@ -420,7 +435,7 @@ def cmd_rebuild(args) -> int:
             arg("--master", metavar="URL", help="Spark master URL (default local[*])"), JSON_FLAG)
 def cmd_audit(args) -> int:
     from mqstore.auditing import audit_local, audit_summary     # numpy only
-    config = infer_config(args.root)
+    config = command_config(args)
     if args.engine == "local":
         report = audit_local(args.root, config)
     else:
@@ -475,7 +490,7 @@ def store_problems(root, config) -> list:
 def cmd_repair(args) -> int:
     from mqstore.recovery import RecordChecked, HoleSealed
     from mqstore.store import repair_store
-    root, config = Path(args.root), infer_config(args.root)
+    root, config = Path(args.root), command_config(args)
     found = store_problems(root, config)
     if not found:
         _emit(args, {"repaired": False, "problems_before": [], "problems_after": []}, "verify: no problems; nothing to repair")
@@ -524,12 +539,12 @@ def guarded(fn):
     def run(args):
         from mqstore.modern import check_writable, skipped_line, writing_as
         if args.command in READING_COMMANDS:
-            if line := skipped_line(args.root):
+            if line := skipped_line(args.root, command_config(args)):
                 print(f"mqstore {args.command}: {line}", file=sys.stderr)
             return fn(args)
         if (target := writes_into(args)) is None:
             return fn(args)
-        check_writable(target, infer_config(target), args.command)
+        check_writable(target, command_config(args), args.command)
         with writing_as(args.command):
             return fn(args)
     run.__doc__, run.__wrapped__ = fn.__doc__, fn

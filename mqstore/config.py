@@ -13,8 +13,6 @@ FLUSH_SYNC = "SYNC_FLUSH"
 _POSITIVE = {"commit_log_file_size", "consume_queue_units", "index_slots", "index_entries",
              "max_message_size", "flush_interval_ms", "flush_cq_interval_ms", "max_msgs_num_batch"}
 
-_DELAY_LEVELS = re.compile(r"\s*\d+[smhd](\s+\d+[smhd])*\s*")   # messageDelayLevel
-
 def _check_host(host) -> bool:
     "An (ip, port) pair: an IPv4/IPv6 address and a port in [0, 65535]."
     try:
@@ -36,9 +34,10 @@ def _check_config(c) -> None:
     if c.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
         raise ConfigError(f"flush_disk_type must be {FLUSH_ASYNC!r} or {FLUSH_SYNC!r}, "
                           f"not {c.flush_disk_type!r}")
-    if not _DELAY_LEVELS.fullmatch(c.message_delay_level):
-        raise ConfigError(f"message_delay_level must be delays like '1s 5s 10s 1m 2h 1d', "
-                          f"not {c.message_delay_level!r:.60}")
+    levels = c.message_delay_level                # None: the broker's levels are not known
+    if levels is not None and (type(levels) is not str or not re.fullmatch(r"\s*(\d{1,9}[smhd]\s*)+", levels)):
+        raise ConfigError(f"message_delay_level must be levels such as '1s 5s 1m 2h' (units s, m, h, d) "
+                          f"or None (not known), not {levels!r:.60}")
     if not _check_host(c.store_host):
         raise ConfigError(f"store_host must be an (ip, port) pair, not {c.store_host!r:.60}")
     if c.commit_log_file_size < 1024:
@@ -72,7 +71,7 @@ class StoreConfig:
     file_reserved_hours: int = 72
     warm_mapped_file: bool = False              # pre-create and warm the next segment (AllocateService)
     # RocketMQ 5.x settings a store's files depend on (chapter 13); the broker.conf names in comments
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
+    message_delay_level: str | None = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # None: unknown
     enabled_append_prop_crc: bool = False       # enabledAppendPropCRC: a __CRC32# property ends each record
     force_verify_prop_crc: bool = False         # forceVerifyPropCRC: recovery checks that property
     enable_lmq: bool = False                    # enableLmq: light message queues (%LMQ%...)

@@ -16,7 +16,7 @@ from .errors import (ConfigError, InvalidTopicError, OffsetOutOfRangeError, Quer
                             InvalidArgumentError, DispatchWarning, QueueFolderWarning)
 from .mapped_file import check_size
 from .mapped_file_queue import MappedFileQueue, zero_tail
-from .message import tags_code
+from .message import tags_code, cq_tags_code, SCHEDULE_TOPIC, PROPERTY_DELAY, DEFAULT_DELAY_LEVELS
 from .commit_log import queue_key, takes_queue_offset
 
 CQ_STORE_UNIT_SIZE = 20
@@ -315,14 +315,24 @@ class ConsumeQueueStore:
             warnings.warn(DispatchWarning(f"the record at {req.commit_log_offset} has topic {req.topic[:40]!r}, "
                                           f"queue {req.queue_id}: no consume queue can hold it"))
             return False
-        q = self.find_or_create(req.topic, req.queue_id)
-        ok = q.put(req.commit_log_offset, req.msg_size, req.tags_code, req.queue_offset)
+        q, code = self.find_or_create(req.topic, req.queue_id), self.unit_tags_code(req)
+        ok = q.put(req.commit_log_offset, req.msg_size, code, req.queue_offset)
         if not ok and self.mending:                   # a replayed record: is its unit whole?
-            q.mend([req.commit_log_offset], [req.msg_size], [req.tags_code], [req.queue_offset])
+            q.mend([req.commit_log_offset], [req.msg_size], [code], [req.queue_offset])
         self.logics_msg_timestamp = req.store_timestamp
         return ok
 
     __call__ = dispatch
+
+    def unit_tags_code(self, req) -> int:
+        "A unit's tags code: a delayed message's delivery time under the store's `delay_levels` (chapter 13)."
+        levels = getattr(self, "delay_levels", DEFAULT_DELAY_LEVELS)     # the broker's messageDelayLevel; None: unknown
+        if req.topic != SCHEDULE_TOPIC or PROPERTY_DELAY not in req.properties or levels == DEFAULT_DELAY_LEVELS:
+            return req.tags_code
+        if levels is None:
+            raise ConfigError(f"the delivery time of the delayed record at {req.commit_log_offset} "
+                              "depends on the broker's messageDelayLevel, which is not known")
+        return cq_tags_code(req.topic, req.properties, req.store_timestamp, levels)
 
     @property
     def max_physic_offset(self) -> int:

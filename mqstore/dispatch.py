@@ -3,8 +3,8 @@
 # %% auto #0
 __all__ = ['DispatchRequest', 'request_from_message', 'read_dispatch_request', 'DispatchEvent',
            'dispatch_range', 'ReputService', 'span_strings', 'property_spans', 'span_java_hashes',
-           'scan_property', 'scan_topic_ids', 'SegmentBatch', 'index_key_columns', 'decode_segment_batch',
-           'build_consume_queues_bulk', 'scan_decode_segment', 'dispatch_range_bulk']
+           'scan_property', 'scan_topic_ids', 'SegmentBatch', 'delivery_codes', 'index_key_columns',
+           'decode_segment_batch', 'build_consume_queues_bulk', 'scan_decode_segment', 'dispatch_range_bulk']
 
 # %% ../book/05_dispatch.ipynb #c48f87bf
 import re, threading, time
@@ -367,6 +367,35 @@ class SegmentBatch:
     uniq_keys: list | None
     index_rows: np.ndarray | None = None    # the record of every index key, in the order build_index puts them
     index_hashes: np.ndarray | None = None  # and its hash (chapter 6's index_key_hash of "topic#key")
+    delays: dict = field(default_factory=dict)   # row -> DELAY level of each SCHEDULE_TOPIC_XXXX record
+
+# %% ../book/05_dispatch.ipynb #d5c0a7e1
+from .errors import ConfigError
+from .message import DEFAULT_DELAY_LEVELS, PROPERTY_DELAY
+
+def _delay_rows(codes, headers, rows, props) -> dict:
+    "Give each delayed record of `rows` its delivery time under the default levels; row -> DELAY level."
+    delays = {}
+    for r, p in zip(rows.tolist(), props):
+        codes[r] = cq_tags_code(SCHEDULE_TOPIC, p, int(headers["store_timestamp"][r]))
+        level = p.get(PROPERTY_DELAY, "")
+        if level.isascii() and level.isdigit() and int(level) > 0:
+            delays[r] = int(level)
+    return delays
+
+def delivery_codes(batch, delay_levels=DEFAULT_DELAY_LEVELS) -> tuple:
+    """(tags codes, unknown rows): the batch's codes with each delayed record's delivery time under
+    `delay_levels` (the broker's messageDelayLevel; chapter 13); None: levels unknown, rows marked."""
+    unknown = np.zeros(len(batch.tags_codes), bool)
+    if not batch.delays or delay_levels == DEFAULT_DELAY_LEVELS:
+        return batch.tags_codes, unknown
+    codes, ts = batch.tags_codes.copy(), batch.headers["store_timestamp"]
+    for r, level in batch.delays.items():
+        if delay_levels is None:
+            unknown[r] = True
+        else:
+            codes[r] = cq_tags_code(SCHEDULE_TOPIC, {PROPERTY_DELAY: str(level)}, int(ts[r]), delay_levels)
+    return codes, unknown
 
 # %% ../book/05_dispatch.ipynb #e266bf29
 def _key_pieces(data, start, length):
@@ -470,8 +499,8 @@ def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, k
     if SCHEDULE_TOPIC in topics:                         # delayed messages carry their delivery time
         from mqstore.message import scan_properties
         rows = np.flatnonzero(ids == topics.index(SCHEDULE_TOPIC))
-        for r, p in zip(rows.tolist(), scan_properties(buf, headers[rows])):
-            codes[r] = cq_tags_code(SCHEDULE_TOPIC, p, int(headers["store_timestamp"][r]))
+        props = scan_properties(buf, headers[rows])
+        delays = _delay_rows(codes, headers, rows, props)
     # hash(topic#key) = hash(topic#) * 31^len(key) + hash(key), mod 2^32 (see index_key_columns)
     prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in topics] or [0], np.uint64)
     rows, start, length = keys
@@ -484,7 +513,7 @@ def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, k
     h[h == 1 << 31] = 0                                  # index_key_hash: abs, Integer.MIN_VALUE -> 0
     keys_s = span_strings(buf, vs[1], vl[1]) if strings else None
     uniq = span_strings(buf, vs[2], vl[2]) if strings else None
-    return SegmentBatch(headers, ids, topics, codes, keys_s, uniq, rows, h)
+    return SegmentBatch(headers, ids, topics, codes, keys_s, uniq, rows, h, delays if SCHEDULE_TOPIC in topics else {})
 
 # %% ../book/05_dispatch.ipynb #df091578
 def _decode_compiled(K, buf, headers, strings):
@@ -524,13 +553,13 @@ def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | No
         from mqstore.message import scan_properties
         rows = np.flatnonzero(ids == topics.index(SCHEDULE_TOPIC))
         props = scan_properties(buf, headers[rows])
-        for r, p in zip(rows.tolist(), props):
-            codes[r] = cq_tags_code(SCHEDULE_TOPIC, p, int(headers["store_timestamp"][r]))
+        delays = _delay_rows(codes, headers, rows, props)
     index_rows, index_hashes = index_key_columns(buf, ids, topics, spans[PROPERTY_KEYS],
                                                  spans[PROPERTY_UNIQ_KEY])
     keys = span_strings(buf, *spans[PROPERTY_KEYS]) if strings else None
     uniq = span_strings(buf, *spans[PROPERTY_UNIQ_KEY]) if strings else None
-    return SegmentBatch(headers, ids, topics, codes, keys, uniq, index_rows, index_hashes)
+    return SegmentBatch(headers, ids, topics, codes, keys, uniq, index_rows, index_hashes,
+                        delays if SCHEDULE_TOPIC in topics else {})
 
 # %% ../book/05_dispatch.ipynb #782de4a5
 import warnings
@@ -571,7 +600,12 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     sort = np.argsort(key, kind="stable")
     order, key = rows[sort], key[sort]
     cuts = np.flatnonzero(np.diff(key)) + 1
-    runs = _QueueRuns(h, batch.tags_codes, rows, sort)
+    codes, unknown = delivery_codes(batch, getattr(cq_store, "delay_levels", DEFAULT_DELAY_LEVELS))
+    if unknown.any():                      # never a guess: the open refused this store (chapter 13)
+        raise ConfigError(f"the delivery time of the delayed record at "
+                          f"{int(h['commit_log_offset'][np.flatnonzero(unknown)[0]])} depends on the "
+                          "broker's messageDelayLevel, which is not known")
+    runs = _QueueRuns(h, codes, rows, sort)
     written, last = 0, -1
     for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
         g = order[a:b]

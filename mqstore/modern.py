@@ -6,8 +6,8 @@ __all__ = ['ROOT_ENTRIES', 'STRUCTURES', 'ROCKSDB_FILE', 'SYSTEM_TOPICS', 'LMQ_P
            'READ_BY_MQSTORE', 'CODECS', 'PROPERTY_CRC32', 'CRC32_RESERVED_LEN', 'BCQ_UNIT_SIZE',
            'BCQ_UNIT_DTYPE', 'BCQ_INVALID_POS', 'PROPERTY_INNER_MULTI_DISPATCH',
            'PROPERTY_INNER_MULTI_QUEUE_OFFSET', 'LMQ_QUEUE_ID', 'LMQ_DISPATCH_SEPARATOR',
-           'SYSTEM_TOPIC_PREFIX', 'root_structures', 'folder_structures', 'crc_rows', 'segment_facts',
-           'commit_log_folders', 'record_structures', 'recognise_store', 'refusal_reason',
+           'SYSTEM_TOPIC_PREFIX', 'BROKER_KEYS', 'root_structures', 'folder_structures', 'crc_rows',
+           'segment_facts', 'commit_log_folders', 'record_structures', 'recognise_store', 'refusal_reason',
            'maintenance_note', 'writing_as', 'check_writable', 'skipped_line', 'format_structures',
            'decompress_body', 'serve', 'prop_crc_digits', 'prop_crc_value', 'PropCrc', 'record_prop_crc',
            'first_bad_prop_crc', 'cut_at_prop_crc', 'record_problems', 'prop_crc_slot', 'sign_prop_crc',
@@ -18,7 +18,9 @@ __all__ = ['ROOT_ENTRIES', 'STRUCTURES', 'ROCKSDB_FILE', 'SYSTEM_TOPICS', 'LMQ_P
            'multi_dispatch', 'light_claims', 'light_unit_agrees', 'LightQueueDispatcher',
            'light_queue_folders', 'light_queues_in_use', 'light_dispatcher', 'LightQueueCheck',
            'java_hashmap_order', 'put_light', 'multi_dispatch_records', 'maintains_light_queues',
-           'refuse_light_rebuild']
+           'refuse_light_rebuild', 'logical_lines', 'unescape', 'split_line', 'java_value', 'BrokerConf',
+           'parse_broker_conf', 'read_broker_conf', 'config_for_store', 'delayed_records',
+           'refuse_unknown_delays']
 
 # %% ../book/13_modern_stores.ipynb #c13a0004
 import mmap, re, contextvars
@@ -1187,3 +1189,172 @@ def refuse_light_rebuild(root, config) -> None:
 # %% ../book/13_modern_stores.ipynb #5987ac45
 MAINTAINED["light message queues"] = True
 DETAIL_RULES["light message queues"] = maintains_light_queues
+
+# %% ../book/13_modern_stores.ipynb #19b300dc
+import re
+from pathlib import Path
+from .errors import BrokerConfError
+
+_BLANK = " \t\f"                      # what Properties.load calls white space
+
+def logical_lines(text: str):
+    "Java `Properties.load`'s logical lines: comments (`#`, `!`) and blanks dropped, a final `\\` joins the next."
+    pending = None
+    for raw in re.split(r"\r\n|\r|\n", text):
+        line = raw.lstrip(_BLANK)
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        if (len(line) - len(line.rstrip("\\"))) % 2:         # an odd number of backslashes: continued
+            pending = (pending or "") + line[:-1]
+            continue
+        yield (pending or "") + line
+        pending = None
+    if pending is not None:
+        yield pending
+
+# %% ../book/13_modern_stores.ipynb #504f74ff
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+def unescape(s: str, where: str = "broker.conf") -> str:
+    "Properties' escapes: \\t \\n \\r \\f, \\uXXXX, and a backslash before any other character dropped."
+    def one(m):
+        c = m[1]
+        if c[0] == "u":
+            if len(c) < 5:
+                raise BrokerConfError(f"{where}: malformed \\uxxxx escape in {s!r:.60}")
+            return chr(int(c[1:], 16))
+        return _ESCAPES.get(c, c)
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|u|.)", one, s, flags=re.S)
+
+def split_line(line: str, where: str = "broker.conf") -> tuple:
+    "(key, value): the key ends at an unescaped `=`, `:` or blank; one separator and the blanks around it go."
+    m = re.match(r"((?:\\.|[^\\=: \t\f])*)[ \t\f]*[=:]?[ \t\f]*(.*)", line, re.S)
+    return unescape(m[1], where), unescape(m[2], where)
+
+# %% ../book/13_modern_stores.ipynb #a8f73b15
+BROKER_KEYS = {   # broker.conf key (MessageStoreConfig's setter) -> (StoreConfig field, Java type)
+    "mappedFileSizeCommitLog": ("commit_log_file_size", "int"),
+    "mappedFileSizeConsumeQueue": ("consume_queue_units", "int"),    # bytes; units = ceil(bytes / 20)
+    "maxHashSlotNum": ("index_slots", "int"), "maxIndexNum": ("index_entries", "int"),
+    "maxMessageSize": ("max_message_size", "int"), "flushDiskType": ("flush_disk_type", "String"),
+    "flushIntervalCommitLog": ("flush_interval_ms", "int"),
+    "flushCommitLogLeastPages": ("flush_least_pages", "int"),
+    "flushCommitLogThoroughInterval": ("flush_thorough_interval_ms", "int"),
+    "syncFlushTimeout": ("sync_flush_timeout_ms", "long"),
+    "flushIntervalConsumeQueue": ("flush_cq_interval_ms", "int"),
+    "flushConsumeQueueLeastPages": ("flush_cq_least_pages", "int"),
+    "flushConsumeQueueThoroughInterval": ("flush_cq_thorough_interval_ms", "int"),
+    "checkCRCOnRecover": ("check_crc_on_recover", "boolean"),
+    "messageIndexEnable": ("message_index_enable", "boolean"),
+    "messageIndexSafe": ("message_index_safe", "boolean"),
+    "maxMsgsNumBatch": ("max_msgs_num_batch", "int"), "fileReservedTime": ("file_reserved_hours", "int"),
+    "warmMapedFileEnable": ("warm_mapped_file", "boolean"),
+    "messageDelayLevel": ("message_delay_level", "String"),
+    "enabledAppendPropCRC": ("enabled_append_prop_crc", "boolean"),
+    "forceVerifyPropCRC": ("force_verify_prop_crc", "boolean"),
+    "enableLmq": ("enable_lmq", "boolean"), "enableMultiDispatch": ("enable_multi_dispatch", "boolean"),
+    "storePathCommitLog": ("store_path_commit_log", "String"),
+}
+_JAVA_MAX = {"int": 2**31 - 1, "long": 2**63 - 1}
+
+def java_value(key: str, text: str, java_type: str, where: str = "broker.conf"):
+    "A value as `MixAll.properties2Object` reads it, except that what it would drop or misread is an error."
+    if java_type == "String":
+        return text.strip()                              # properties2Object trims strings only
+    if java_type == "boolean":
+        if text.lower() not in ("true", "false"):        # Boolean.parseBoolean: anything else is false
+            raise BrokerConfError(f"{where}: {key}={text!r:.40} is not true or false")
+        return text.lower() == "true"
+    if not re.fullmatch(r"[+-]?\d{1,19}", text) or not -_JAVA_MAX[java_type] - 1 <= int(text) <= _JAVA_MAX[java_type]:
+        raise BrokerConfError(f"{where}: {key}={text!r:.40} is not a Java {java_type}")   # RocketMQ ignores it
+    return int(text)
+
+# %% ../book/13_modern_stores.ipynb #caaa300a
+from dataclasses import dataclass, field
+from .config import StoreConfig
+from .errors import ConfigError
+
+@dataclass
+class BrokerConf:
+    "A broker.conf read: the StoreConfig it gives, its storePathRootDir, what it set, what mqstore does not use."
+    config: StoreConfig
+    root: str | None = None
+    given: dict = field(default_factory=dict)      # broker key -> value, for the keys StoreConfig takes
+    unknown: dict = field(default_factory=dict)    # every other key (brokerName, namesrvAddr, ...), as text
+
+def parse_broker_conf(text: str, base: StoreConfig | None = None, where: str = "broker.conf") -> BrokerConf:
+    "Read broker.conf's text onto `base` (RocketMQ's defaults); the last line of a key wins, as in Properties."
+    props = dict(split_line(line, where) for line in logical_lines(text))
+    given, changes = {}, {}
+    for key, text_value in props.items():
+        if key in BROKER_KEYS:
+            name, java_type = BROKER_KEYS[key]
+            given[key] = value = java_value(key, text_value, java_type, where)
+            changes[name] = -(-value // 20) if key == "mappedFileSizeConsumeQueue" else value
+    try:
+        config = (base or StoreConfig()).with_(**changes)
+    except ConfigError as e:
+        raise BrokerConfError(f"{where}: {e}") from None
+    root = props.get("storePathRootDir")
+    unknown = {k: v for k, v in props.items() if k not in BROKER_KEYS and k != "storePathRootDir"}
+    return BrokerConf(config, root.strip() if root is not None else None, given, unknown)
+
+def read_broker_conf(path, base: StoreConfig | None = None) -> BrokerConf:
+    "Read a broker.conf file (ISO 8859-1, as `Properties.load` reads a byte stream)."
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise BrokerConfError(f"{path}: cannot be read ({e.strerror or e})") from None
+    return parse_broker_conf(data.decode("latin-1"), base, where=str(path))
+
+# %% ../book/13_modern_stores.ipynb #d58d1aa5
+from .cli import infer_config
+
+_SIZE_KEYS = {"commit_log_file_size": ("mappedFileSizeCommitLog", "the commit log's segments"),
+              "consume_queue_units": ("mappedFileSizeConsumeQueue", "the consume-queue files"),
+              "index_file_size": ("maxHashSlotNum/maxIndexNum", "the index files")}
+
+def config_for_store(root, conf) -> StoreConfig:
+    """The StoreConfig of the store at `root` under a broker.conf (a path or a BrokerConf): the file's
+    settings, the sizes it does not set taken from the files; a size the files contradict is an error."""
+    conf = conf if isinstance(conf, BrokerConf) else read_broker_conf(conf)
+    files = infer_config(root, base=conf.config)          # the sizes the files have, where there are files
+    keys = {BROKER_KEYS[k][0] for k in conf.given}
+    if keys & {"index_slots", "index_entries"}:
+        keys.add("index_file_size")
+    for name in keys & set(_SIZE_KEYS):
+        said, found = getattr(conf.config, name), getattr(files, name)
+        if said != found:
+            key, what = _SIZE_KEYS[name]
+            unit = " units" if name == "consume_queue_units" else " bytes"
+            raise ConfigError(f"broker.conf gives {key} = {said:,}{unit}, but {what} under {root} "
+                              f"are {found:,}{unit}")
+    return files
+
+# %% ../book/13_modern_stores.ipynb #cd4950a8
+import numpy as np
+from .auditing import store_segments, mapped_segment
+from .dispatch import scan_topic_ids
+from .errors import DelayLevelsUnknownError
+from .message import scan_segment, SCHEDULE_TOPIC
+
+def delayed_records(root, config: StoreConfig | None = None) -> int:
+    "How many records of the log are in SCHEDULE_TOPIC_XXXX (a read-only scan of their topics)."
+    n = 0
+    for s in store_segments(root, config):
+        with mapped_segment(s.path) as buf:
+            h, _, _ = scan_segment(buf, 0, check_crc=False, stop_on_bad_crc=False)
+            ids, topics = scan_topic_ids(buf, h)
+            n += int(np.sum(ids == topics.index(SCHEDULE_TOPIC))) if SCHEDULE_TOPIC in topics else 0
+    return n
+
+def refuse_unknown_delays(root, config: StoreConfig | None = None) -> None:
+    "Before a write with unknown delay levels: refuse a store whose log or queues hold delayed messages."
+    root = Path(root)
+    n = delayed_records(root, config) if (root / "commitlog").is_dir() else 0
+    if n or (root / "consumequeue" / SCHEDULE_TOPIC).is_dir():
+        raise DelayLevelsUnknownError(
+            f"{root}: {SCHEDULE_TOPIC} ({n} delayed records): its units' delivery times depend on the "
+            "broker's messageDelayLevel, which is not known; give --config broker.conf "
+            "(or StoreConfig.message_delay_level); nothing changed")

@@ -39,7 +39,7 @@ MESSAGE_FIELDS = {
     "tags": pa.string(), "tags_code": pa.int64(), "keys": pa.string(), "uniq_key": pa.string(),
     "properties": pa.map_(pa.string(), pa.string()),
 }
-EXTRA_FIELDS = {"body": pa.binary(), "index_hashes": pa.list_(pa.int64()),
+EXTRA_FIELDS = {"body": pa.binary(), "index_hashes": pa.list_(pa.int64()), "op_offsets": pa.list_(pa.int64()),
                 "stored_body": pa.binary(), "compression": pa.string()}     # chapter 13
 MESSAGE_COLUMNS = tuple(MESSAGE_FIELDS)
 _HEADER_COLUMNS = ("total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
@@ -98,6 +98,8 @@ def _index_hashes(batch) -> pa.Array:
     np.cumsum(per, out=offsets[1:])
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(index_key_hashes(keys), pa.int64()))
 
+from .auditing import op_offsets
+
 def _variable_column(c, buf, h, batch) -> pa.Array:
     "A column of the variable part of the records: topic, properties, body, index hashes."
     if c == "topic":
@@ -113,11 +115,13 @@ def _variable_column(c, buf, h, batch) -> pa.Array:
     if c in ("body", "stored_body", "compression"):      # chapter 13: bodies served decompressed
         from mqstore.modern import body_column
         return pa.array(body_column(buf, h, c), EXTRA_FIELDS[c])
+    if c == "op_offsets":                         # an op message's half-queue offsets (chapter 13)
+        return pa.array(op_offsets(buf, h, batch.topic_ids, batch.topics), pa.list_(pa.int64()))
     return _index_hashes(batch)
 
 # %% ../book/10_spark_pipeline.ipynb #1b9b968e
 _VARIABLE_COLUMNS = ("topic", "tags", "tags_code", "keys", "uniq_key", "properties", "body", "index_hashes",
-                     "stored_body", "compression")
+                     "stored_body", "compression", "op_offsets")
 
 def segment_table(buf, segment_offset: int, columns=MESSAGE_COLUMNS, check_crc: bool = False):
     """Decode a mapped segment into an Arrow table with the requested columns.
@@ -613,6 +617,7 @@ def _rebuild_spark(spark, segments, out: Path, config: StoreConfig, clock):
 def _rebuild_local(segments, out: Path, config: StoreConfig, clock, fast: bool = True):
     "Segment after segment in this process: queues written as they come, index parts kept for the end."
     cq = ConsumeQueueStore(out, config.consume_queue_units)
+    cq.delay_levels = config.message_delay_level
     messages, keyed, hashes = 0, [], []
     for s in segments:
         with mapped_segment(s.path) as buf:
@@ -635,6 +640,22 @@ def _rebuild_local(segments, out: Path, config: StoreConfig, clock, fast: bool =
         entries, index_files = _write_keyed(out, config, keyed, hashes, clock)
     return messages, queues, entries, index_files
 
+# %% ../book/10_spark_pipeline.ipynb #b69501d9
+from .message import DEFAULT_DELAY_LEVELS
+
+def _refuse_what_rebuild_cannot_keep(root, config, engine: str) -> None:
+    "Light queues are not rebuilt here, and a delayed message's unit needs the broker's levels (chapter 13)."
+    from mqstore.modern import refuse_light_rebuild
+    refuse_light_rebuild(root, config)
+    levels = config.message_delay_level          # chapter 13: a delayed message's unit needs the broker's levels
+    if levels is None or (levels != DEFAULT_DELAY_LEVELS and engine == "spark"):
+        from mqstore.modern import delayed_records
+        if delayed_records(root, config):
+            raise PipelineError(f"{root}: the delivery times of SCHEDULE_TOPIC_XXXX's units need the broker's "
+                                "messageDelayLevel" + (", which is not known: give --config" if levels is None
+                                                       else "; the Spark rebuild writes only the default levels"))
+
+
 # %% ../book/10_spark_pipeline.ipynb #a9885865
 def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spark=None,
             config: StoreConfig | None = None, clock=None) -> dict:
@@ -646,8 +667,7 @@ def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spar
         raise PipelineError(f"engine must be 'spark' or 'local', not {engine!r}")
     segments = store_segments(root, config)
     config = config or StoreConfig(commit_log_file_size=segments[0].size if segments else 1 << 30)
-    from mqstore.modern import refuse_light_rebuild     # chapter 13: light queues are not rebuilt here
-    refuse_light_rebuild(root, config)
+    _refuse_what_rebuild_cannot_keep(root, config, engine)      # chapter 13: a 5.x root
     out = store_path(out)
     for sub in ("consumequeue", "index"):
         if (out / sub).exists() and any((out / sub).iterdir()):
@@ -679,6 +699,7 @@ def _spark_record_findings(df) -> dict:
             "offset_mismatches": _collect(lies, "checking physical offsets", ["offset"])}
 
 # %% ../book/10_spark_pipeline.ipynb #5e061d24
+from .transaction import HALF_TOPIC, OP_TOPIC
 def _spark_queue_gaps(df) -> list:
     from pyspark.sql import Window, functions as F
     tx = F.col("sys_flag").bitwiseAND(_TX_MASK)
@@ -696,10 +717,24 @@ def _spark_transactions(df, first: int) -> dict:
     res = df.where(tx.isin(8, 12)).select(F.col("prepared_transaction_offset").alias("prepared"),
                                           F.col("offset").alias("by"), F.col("topic"),
                                           F.when(tx == 8, "COMMIT").otherwise("ROLLBACK").alias("kind"))
-    unresolved = prepared.join(res, prepared["offset"] == res["prepared"], "left_anti")
-    orphans = res.join(prepared, res["prepared"] == prepared["offset"], "left_anti").where(F.col("prepared") >= first)
+    halves, open_halves = _spark_open_halves(df)      # 5.x: the half topic; a commit names a half
+    unresolved = prepared.join(res, prepared["offset"] == res["prepared"], "left_anti").union(open_halves)
+    named = prepared.select("offset").union(halves.select("offset"))
+    orphans = res.join(named, res["prepared"] == named["offset"], "left_anti").where(F.col("prepared") >= first)
     return {"unresolved_prepared": _collect(unresolved, "matching transactions", ["offset"]),
             "orphan_resolutions": _collect(orphans, "matching transactions", ["by"])}
+
+# %% ../book/10_spark_pipeline.ipynb #b1c2d3e4
+def _spark_open_halves(df) -> tuple:
+    "(the 5.x half messages, those no op message closes), as `_open_halves`: offset, topic, queue id, store time."
+    from pyspark.sql import functions as F
+    halves = df.where((F.col("sys_flag").bitwiseAND(_TX_MASK) == 0) & (F.col("topic") == HALF_TOPIC))
+    closed = df.where(F.col("topic") == OP_TOPIC).select(F.col("queue_id").alias("q"),
+                                                          F.explode("op_offsets").alias("x"))
+    still = halves.join(closed, (halves["queue_id"] == closed["q"]) & (halves["queue_offset"] == closed["x"]),
+                        "left_anti")
+    cols = ["offset", "topic", "queue_id", "store_timestamp"]
+    return halves.select(*cols), still.select(*cols)
 
 # %% ../book/10_spark_pipeline.ipynb #07f8f1df
 def _spark_statistics(df) -> tuple:

@@ -98,6 +98,7 @@ class MessageStore:
         load_read_only(self.commit_log.mfq) if self.read_only else self.commit_log.load()
         self.cq_store = ConsumeQueueStore(self.root, cfg.consume_queue_units).load(self.read_only)
         self.light_dispatch = light_dispatcher(self)
+        self.cq_store.delay_levels = cfg.message_delay_level     # delivery times of delayed messages
         self._indexing_ts = 0
         self.index = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries,
                                   clock=lambda: self.index.opening_timestamp or self._indexing_ts or self.clock(),
@@ -235,11 +236,13 @@ class MessageStore:
             m = self.commit_log.get(offset, check_crc=False)
         except MQStoreError:                 # no whole record there: cut with the log's tail, if past it
             return True
+        levels = self.config.message_delay_level      # None: a delivery time is not judged (chapter 13)
         ok = (m.total_size, m.topic, m.queue_id) == (size, topic, queue_id)
         if not ok and topic.startswith("%LMQ%") and m.total_size == size:    # a light queue (chapter 13)
             from mqstore.modern import light_unit_agrees
             ok = light_unit_agrees(m, topic, queue_id, q.max_offset_in_queue - 1)
-        return ok and request_from_message(m).tags_code == code
+        return ok and ((levels is None and m.topic == SCHEDULE_TOPIC)
+                       or cq_tags_code(m.topic, m.properties, m.store_timestamp, levels) == code)
 
     def _drop_torn_queue_tails(self):
         "Drop every last unit that disagrees with its record; the offset the replay must start at, or None."
@@ -540,6 +543,9 @@ class MessageStore:
     and a read-only open beside it sees the files as they are at that moment). `rebuild`
     (for `repair_store`) rebuilds the consume queues, index files and checkpoint from the log."""
         check_open_arguments(root, config, clock, observer, read_only, plugins)
+        if not read_only and config is not None and config.message_delay_level is None:
+            from mqstore.modern import refuse_unknown_delays     # chapter 13: no delivery time is guessed
+            refuse_unknown_delays(root, config)
         store = cls(root, config, clock, observer, read_only, plugins)
         store.rebuild = rebuild and not read_only
         try:
@@ -606,6 +612,7 @@ from .index import IndexService
 from dataclasses import dataclass
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import MQStoreError
+from .message import cq_tags_code, SCHEDULE_TOPIC
 
 @dataclass(frozen=True)
 class QueueTailsDropped:

@@ -33,6 +33,7 @@ class CrashReport:
     warnings: list = field(default_factory=list)    # what opening the store warned about
     gaps: list = field(default_factory=list)        # queue offsets whose record is gone from the log (fillers)
     events: list = field(default_factory=list, repr=False)
+    unjudged: int = 0                 # schedule units whose delivery time needs unknown delay levels (ch. 13)
 
     @property
     def ok(self) -> bool:

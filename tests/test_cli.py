@@ -93,8 +93,15 @@ def test_recover_needs_yes_and_then_writes(our_store):
     assert "abnormal" in r.stdout and not (our_store / "abort").exists()
 
 
+def default_levels(tmp_path) -> str:
+    "A broker.conf with RocketMQ's default delay levels: the vector store holds a delayed message (chapter 13)."
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messageDelayLevel = 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h\n")
+    return str(conf)
+
+
 def test_rebuild_local_equals_the_brokers_queues(real_store, tmp_path):
-    r = run("rebuild", real_store, "--out", tmp_path / "out", "--engine", "local")
+    r = run("rebuild", real_store, "--out", tmp_path / "out", "--engine", "local", "--config", default_levels(tmp_path))
     assert r.returncode == 0, r.stderr
     for f in (real_store / "consumequeue").rglob("*"):
         if f.is_file():
@@ -131,7 +138,8 @@ def test_every_command_has_help():
 @pytest.mark.spark
 def test_rebuild_and_audit_with_spark(real_store, tmp_path):
     "The Spark engine through the command line: same queue files as the broker's, a clean audit."
-    r = run("rebuild", real_store, "--out", tmp_path / "spark", "--engine", "spark", "--master", "local[2]", "--json")
+    r = run("rebuild", real_store, "--out", tmp_path / "spark", "--engine", "spark", "--master", "local[2]", "--json",
+            "--config", default_levels(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["engine"] == "spark"
     for f in (real_store / "consumequeue").rglob("*"):
