@@ -2,11 +2,11 @@
 
 # %% auto #0
 __all__ = ['SUBCOMMANDS', 'ERROR_HINTS', 'JSON_FLAG', 'EXTRAS', 'REPAIR_HINT', 'WRITING_COMMANDS', 'READING_COMMANDS',
-           'infer_config', 'command_config', 'open_store', 'tree_hashes', 'tree_stamps', 'arg', 'subcommand',
-           'build_parser', 'main', 'store_holder', 'describe_store', 'run_state', 'format_description', 'cmd_inspect',
-           'hex_view', 'record_facts', 'raw_record', 'cmd_dump', 'message_line', 'message_data', 'cmd_get', 'cmd_query',
-           'tail_problems', 'progress_bar', 'cmd_verify', 'cmd_recover', 'cmd_rebuild', 'cmd_audit', 'repair_hint_for',
-           'confirm', 'store_problems', 'cmd_repair', 'writes_into', 'guarded']
+           'infer_config', 'command_config', 'unmeasured_sizes', 'open_store', 'tree_hashes', 'tree_stamps', 'arg',
+           'subcommand', 'build_parser', 'main', 'store_holder', 'describe_store', 'run_state', 'format_description',
+           'cmd_inspect', 'hex_view', 'record_facts', 'raw_record', 'cmd_dump', 'message_line', 'message_data',
+           'cmd_get', 'cmd_query', 'tail_problems', 'progress_bar', 'cmd_verify', 'cmd_recover', 'cmd_rebuild',
+           'cmd_audit', 'repair_hint_for', 'confirm', 'store_problems', 'cmd_repair', 'writes_into', 'guarded']
 
 # %% ../book/12_real_stores.ipynb #dca76398
 import json, os, sys, argparse, hashlib, warnings
@@ -63,6 +63,19 @@ def command_config(args) -> StoreConfig:
         from mqstore.modern import config_for_store        # chapter 13
         return config_for_store(args.root, args.config)
     return infer_config(args.root).with_(message_delay_level=None)
+def unmeasured_sizes(root) -> list:
+    """The file sizes a rebuild needs that no file under `root` shows (and the broker.conf key that
+    says them): a writing command without --config must not write files of a guessed size."""
+    root, missing = Path(root), []
+    if _first_file(root / "commitlog") is not None:        # a log to rebuild from
+        queues = [q for t in sorted((root / "consumequeue").iterdir()) if t.is_dir()
+                  for q in sorted(t.iterdir()) if q.is_dir()] if (root / "consumequeue").is_dir() else []
+        if not any(_first_file(q) is not None for q in queues):
+            missing.append("the consume-queue file size (mappedFileSizeConsumeQueue)")
+        if _first_file(root / "index", digits=17) is None:
+            missing.append("the index file size (maxHashSlotNum, maxIndexNum)")
+    return missing
+
 
 # %% ../book/12_real_stores.ipynb #d3e5dffc
 from .store import MessageStore
@@ -523,6 +536,8 @@ def cmd_repair(args) -> int:
     return 0 if not after else 1
 
 # %% ../book/12_real_stores.ipynb #c12a9001
+from .errors import ConfigError
+
 WRITING_COMMANDS = ("recover", "repair", "rebuild")
 READING_COMMANDS = ("inspect", "verify", "get", "query", "dump", "audit")
 
@@ -544,6 +559,9 @@ def guarded(fn):
             return fn(args)
         if (target := writes_into(args)) is None:
             return fn(args)
+        if not getattr(args, "config", None) and (missing := unmeasured_sizes(target)):
+            raise ConfigError(f"{args.command} refused, nothing changed: no file under {target} shows "
+                              + " or ".join(missing) + "; give --config broker.conf")
         check_writable(target, command_config(args), args.command)
         with writing_as(args.command):
             return fn(args)

@@ -754,6 +754,7 @@ def maintains_batch_consume_queues(root, config) -> str | None:
 # %% ../book/13_modern_stores.ipynb #d39c579b
 MAINTAINED["batch consume queues"] = True
 DETAIL_RULES["batch consume queues"] = maintains_batch_consume_queues
+READ_BY_MQSTORE["batch consume queues"] = True    # get, verify and inspect read them now
 
 # %% ../book/13_modern_stores.ipynb #7870222a
 from .commit_log import takes_queue_offset, queue_key
@@ -1254,6 +1255,7 @@ BROKER_KEYS = {   # broker.conf key (MessageStoreConfig's setter) -> (StoreConfi
     "forceVerifyPropCRC": ("force_verify_prop_crc", "boolean"),
     "enableLmq": ("enable_lmq", "boolean"), "enableMultiDispatch": ("enable_multi_dispatch", "boolean"),
     "storePathCommitLog": ("store_path_commit_log", "String"),
+    "mapperFileSizeBatchConsumeQueue": ("batch_consume_queue_units", "int"),   # bytes; units = bytes / 46
 }
 _JAVA_MAX = {"int": 2**31 - 1, "long": 2**63 - 1}
 
@@ -1290,7 +1292,8 @@ def parse_broker_conf(text: str, base: StoreConfig | None = None, where: str = "
         if key in BROKER_KEYS:
             name, java_type = BROKER_KEYS[key]
             given[key] = value = java_value(key, text_value, java_type, where)
-            changes[name] = -(-value // 20) if key == "mappedFileSizeConsumeQueue" else value
+            changes[name] = (-(-value // 20) if key == "mappedFileSizeConsumeQueue" else
+                             value // 46 if key == "mapperFileSizeBatchConsumeQueue" else value)
     try:
         config = (base or StoreConfig()).with_(**changes)
     except ConfigError as e:

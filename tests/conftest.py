@@ -22,3 +22,15 @@ def vectors5() -> Path:
         return rocketmq5_vectors()
     except FileNotFoundError as e:
         pytest.fail(str(e))
+
+
+GEOMETRY5 = ("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=1280\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
+             "maxMessageSize=16384\nmapperFileSizeBatchConsumeQueue=2944\n")
+
+
+@pytest.fixture
+def broker_conf5(tmp_path) -> str:
+    "A broker.conf with the geometry the eight 5.x stores were written with (their README)."
+    path = tmp_path / "broker-geometry.conf"
+    path.write_text(GEOMETRY5)
+    return str(path)

@@ -67,12 +67,14 @@ def test_every_mapped_key(tmp_path):
               "checkCRCOnRecover": "FALSE", "messageIndexEnable": "false", "messageIndexSafe": "True",
               "maxMsgsNumBatch": "32", "fileReservedTime": "48", "warmMapedFileEnable": "true",
               "messageDelayLevel": CUSTOM, "enabledAppendPropCRC": "true", "forceVerifyPropCRC": "true",
-              "enableLmq": "true", "enableMultiDispatch": "true", "storePathCommitLog": "/data/cl"}
+              "enableLmq": "true", "enableMultiDispatch": "true", "storePathCommitLog": "/data/cl",
+              "mapperFileSizeBatchConsumeQueue": "2944"}
     assert set(values) == set(BROKER_KEYS)
     text = "\n".join(f"{k}={v}" for k, v in values.items()) + "\nstorePathRootDir=/data/store\nbrokerName=b\n"
     c = read_broker_conf(conf(tmp_path, text))
     cfg = c.config
     assert (cfg.commit_log_file_size, cfg.consume_queue_units, cfg.index_slots, cfg.index_entries) == (65536, 65, 64, 256)
+    assert cfg.batch_consume_queue_units == 64                       # 2944 bytes of 46-byte units
     assert (cfg.max_message_size, cfg.flush_disk_type, cfg.flush_interval_ms, cfg.flush_least_pages) == (16384, "SYNC_FLUSH", 20, 2)
     assert (cfg.flush_thorough_interval_ms, cfg.sync_flush_timeout_ms, cfg.flush_cq_interval_ms) == (200, 3000, 30)
     assert (cfg.flush_cq_least_pages, cfg.flush_cq_thorough_interval_ms, cfg.check_crc_on_recover) == (3, 300, False)

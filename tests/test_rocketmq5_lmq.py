@@ -97,9 +97,9 @@ def _damage(root: Path, how: str) -> None:
 
 @pytest.mark.parametrize("how, command", [("light", "repair"), ("parent", "repair"), ("index", "repair"),
                                           ("abort", "repair"), ("abort", "recover")])
-def test_damage_then_command_leaves_rocketmq_queue_files(lmq, vectors5, how, command):
+def test_damage_then_command_leaves_rocketmq_queue_files(lmq, vectors5, how, command, broker_conf5):
     _damage(lmq, how)
-    assert main([command, str(lmq), "--yes"]) == 0
+    assert main([command, str(lmq), "--yes", "--config", broker_conf5]) == 0
     assert queue_bytes(lmq) == queue_bytes(vectors5 / "lmq")
     assert main(["verify", str(lmq)]) == 0
 

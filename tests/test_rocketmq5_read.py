@@ -165,7 +165,7 @@ def test_recover_with_force_verify_truncates_at_the_flipped_record(vectors5, tmp
     root = copy(vectors5, "crc", tmp_path)
     flip_flag(root, 764)
     (root / "abort").write_bytes(b"")                   # a crash: abnormal recovery
-    with MessageStore.open(root, StoreConfig.small(force_verify_prop_crc=True)) as store:
+    with MessageStore.open(root, StoreConfig.small(enabled_append_prop_crc=True, force_verify_prop_crc=True)) as store:
         assert store.commit_log.max_offset == 764
         assert store.wait_dispatched()
         got = store.get("CrcTopic", 0, 0, 32).messages + store.get("CrcTopic", 1, 0, 32).messages
@@ -178,9 +178,9 @@ def test_normal_recovery_with_force_verify_truncates_too(vectors5, tmp_path):
     flip_flag(root, 1351)
     with MessageStore.open(root, StoreConfig.small(force_verify_prop_crc=True), read_only=True) as store:
         assert store.commit_log.max_offset == 1351         # read-only: clipped in memory
-    with MessageStore.open(root, StoreConfig.small()) as store:
+    with MessageStore.open(root, StoreConfig.small(enabled_append_prop_crc=True)) as store:
         assert store.commit_log.max_offset == 2239         # without the setting nothing reads the property
-    with MessageStore.open(root, StoreConfig.small(force_verify_prop_crc=True)) as store:
+    with MessageStore.open(root, StoreConfig.small(enabled_append_prop_crc=True, force_verify_prop_crc=True)) as store:
         assert store.commit_log.max_offset == 1351
 
 

@@ -289,14 +289,15 @@ def test_rebuild_keeps_slots_so_later_commits_work(tmp_path):
 
 
 def test_rebuild_runs_after_the_replay(tmp_path):
-    tx, store = open_store(tmp_path)
+    root = tmp_path / "store"                 # the copies below stay outside the store root
+    tx, store = open_store(root)
     prepare(tx, 0)
     store.wait_dispatched()
     store.reput.stop()                      # these reach the commit log only
     late = [prepare(tx, i) for i in (1, 2)]
     store.halt()
-    shutil.copytree(tmp_path / "transaction", tmp_path / "at-crash" / "transaction")
-    tx, store = open_store(tmp_path)
+    shutil.copytree(root / "transaction", tmp_path / "at-crash" / "transaction")
+    tx, store = open_store(root)
     early = TransactionStateTable(tmp_path / "early", 8)
     redo_at_crash = open_redo_log(tmp_path / "at-crash", 8)
     rebuild_state_table(early, redo_at_crash, tx._lookup)     # what a rebuild racing the replay sees
