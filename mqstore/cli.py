@@ -153,7 +153,7 @@ def main(argv=None) -> int:
         hints = "".join(hint(e, args.root) for hint in ERROR_HINTS)
         print(f"mqstore {args.command}: error: {e}{hints}", file=sys.stderr)
         return 2
-    except ModuleNotFoundError as e:           # an optional dependency of this command or engine
+    except ImportError as e:                   # an optional dependency of this command or engine
         if e.name not in EXTRAS:
             raise
         print(f"mqstore {args.command}: error: this needs {e.name}, which is not installed: "
