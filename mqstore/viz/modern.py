@@ -198,7 +198,7 @@ def draw_batch_units(raw: bytes, ax=None):
 def draw_offset_map(units, asked: int | None = None, ax=None):
     "Queue offsets (top) grouped by the unit that serves them (middle), the records they point at (bottom)."
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.2))
+        _, ax = plt.subplots(figsize=(8, 3.2))
     end = int(units["base"][-1] + units["batch"][-1])
     for i, u in enumerate(units):
         base, batch, color = int(u["base"]), int(u["batch"]), BCQ_COLORS[i % len(BCQ_COLORS)]
@@ -231,13 +231,13 @@ OKABE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC7
 def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
     "One record as a strip of its fields, with the named property pairs (spans: name -> (start, end)) marked."
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 2.2))
+        _, ax = plt.subplots(figsize=(8, 2.4))
     fields = record_fields(raw)
     for i, (name, pos, size) in enumerate(fields):
         ax.barh(1, size, left=pos, height=0.6, color="#dddddd" if i % 2 else "#bbbbbb", edgecolor="white")
     big = sorted(fields, key=lambda f: -f[2])[:3]
     for name, pos, size in big:
-        ax.text(pos + size / 2, 1, name.lower(), ha="center", va="center", fontsize=8)
+        ax.text(pos + size / 2, 1, name.lower(), ha="center", va="center", fontsize=9)
     handles = []
     for k, (name, (a, b)) in enumerate(spans.items()):
         c = OKABE[(k * 4 + 1) % len(OKABE)]
@@ -301,7 +301,7 @@ def draw_schedule_units(rows, ax=None):
     """Each row (label, 20 unit bytes, caption): the unit's bytes coloured by field, the tags code's
     value and what it means written beside. Returns the figure."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 0.9 + 0.9 * len(rows)))
+        _, ax = plt.subplots(figsize=(8, 1.2 + 0.9 * len(rows)))
     for y, (label, unit, caption) in enumerate(rows):
         for k, (name, at, n) in enumerate(_UNIT_FIELDS):
             for i in range(at, at + n):
@@ -309,7 +309,7 @@ def draw_schedule_units(rows, ax=None):
                 ax.text(i + 0.5, -y, f"{unit[i]:02x}", ha="center", va="center", fontsize=8, family="monospace")
         ax.text(-0.3, -y, label, ha="right", va="center", fontsize=9)
         ax.text(20.3, -y, caption, ha="left", va="center", fontsize=9)
-    ax.set_xlim(-7, 34)
+    ax.set_xlim(-6, 31)
     ax.set_ylim(-len(rows) + 0.4, 0.9)
     ax.set_xticks(range(0, 21, 4))
     ax.set_xlabel("byte of the 20-byte consume-queue unit")
@@ -317,7 +317,7 @@ def draw_schedule_units(rows, ax=None):
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     ax.legend(handles=[Patch(color=OKABE_ITO[k], label=f"{name} ({n} bytes)") for k, (name, _, n) in enumerate(_UNIT_FIELDS)],
-              loc="upper center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.45, 1.02))
+              loc="upper center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.45, 1.12))
     return ax.figure
 
 # %% ../../book/13_modern_stores.ipynb #679abeb2
