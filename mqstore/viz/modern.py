@@ -346,7 +346,7 @@ def draw_half_ops(records, ax=None):
             color, style = _ARROWS["commit names half" if r["role"] == "commit" else "op closes half"]
             side = -0.3 if y0 > y1 else 0.3
             ax.add_patch(FancyArrowPatch((x0, y0 + side), (x1, y1 - side), arrowstyle="-|>", mutation_scale=12,
-                                         connectionstyle="arc3,rad=0.1", color=color, linestyle=style,
+                                         connectionstyle="arc3,rad=0", color=color, linestyle=style,
                                          linewidth=1.4, zorder=3))
     ax.set_xlim(0, max(r["offset"] + r["size"] for r in records) + 20)
     ax.set_ylim(-0.5, 2.5)
