@@ -242,7 +242,7 @@ def cmd_inspect(args) -> int:
     with open_store(args.root, config=config) as store:
         d = describe_store(store)
     d["structures"] = recognise_store(args.root, config)
-    _emit(args, d, format_description(d) + "\n" + format_structures(d["structures"], config))
+    _emit(args, d, format_description(d) + "\n" + format_structures(d["structures"], config, args.root))
     return 0
 
 # %% ../book/12_real_stores.ipynb #3bbb5a0a

@@ -257,6 +257,9 @@ def refusal_reason(structure: dict, config: StoreConfig | None, action: str, roo
     if not MAINTAINED.get(name, False):
         return WHY_REFUSED.get(name, WHY_REFUSED["unknown entries"])
     if name in DETAIL_RULES and root is not None:
+        if config is None:                               # no configuration: the sizes the files have (chapter 12)
+            from mqstore.cli import infer_config
+            config = infer_config(root)
         return DETAIL_RULES[name](root, config)
     if name == "property CRC" and action == "open" and not (config and config.enabled_append_prop_crc):
         return WHY_REFUSED[name]
@@ -311,11 +314,12 @@ def _facts_text(facts: dict) -> str:
     return ", ".join(f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in facts.items())
 
 # %% ../book/13_modern_stores.ipynb #c13a0038
-def format_structures(structures, config: StoreConfig | None = None) -> str:
-    "The `inspect` lines: each structure, where, its facts, and which writing actions refuse it."
+def format_structures(structures, config: StoreConfig | None = None, root=None) -> str:
+    """The `inspect` lines: each structure, where, its facts, and which writing actions refuse it
+    (with `root`, by the finer rules of DETAIL_RULES too, as `check_writable` judges)."""
     lines = [f"structures: {len(structures)} (checked before any write)"]
     for s in structures:
-        refused = [a for a in ACTIONS if refusal_reason(s, config, a)]
+        refused = [a for a in ACTIONS if refusal_reason(s, config, a, root)]
         verdict = ("maintained" if not refused else "refused" if len(refused) == len(ACTIONS)
                    else "refused for " + ", ".join(refused))
         note = maintenance_note(s)
@@ -376,7 +380,7 @@ def serve(m):
 
 # %% ../book/13_modern_stores.ipynb #0a0dc42e
 from dataclasses import dataclass
-from .message import decode_properties, _walk, RecordStatus
+from .message import decode_properties, _walk, RecordStatus   # chapter 3's record walker
 
 PROPERTY_CRC32 = "__CRC32#"              # MessageConst.PROPERTY_CRC32
 CRC32_RESERVED_LEN = 20                  # CommitLog.CRC32_RESERVED_LEN: name, 0x01, ten digits, 0x02
@@ -1337,8 +1341,8 @@ def config_for_store(root, conf) -> StoreConfig:
 
 # %% ../book/13_modern_stores.ipynb #cd4950a8
 import numpy as np
-from .auditing import store_segments, mapped_segment
-from .dispatch import scan_topic_ids
+from .auditing import store_segments, mapped_segment   # chapter 10: the log's segments, mapped
+from .dispatch import scan_topic_ids   # chapter 5: (topic id per record, topic names)
 from .errors import DelayLevelsUnknownError
 from .message import scan_segment, SCHEDULE_TOPIC
 

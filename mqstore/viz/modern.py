@@ -12,13 +12,15 @@ from matplotlib.patches import Patch
 from ..modern import refusal_reason
 
 VERDICT_COLORS = {"maintained": "#009E73", "refused": "#D55E00", "unknown": "#999999", "folder": "#FFFFFF"}
+# grey means "unknown" in every picture of this chapter; no other picture uses it
 
 def path_verdicts(root, structures, config=None, action="repair") -> dict:
-    "{path: (structure names, verdict)} for every place a structure was found, and the folders above them."
+    """{path: (structure names, verdict)} for every place a structure was found, and the folders above them;
+    the verdict is `refusal_reason`'s for this root, its finer rules (DETAIL_RULES) included."""
     rows = {}
     for s in structures:
         verdict = ("unknown" if s["name"] == "unknown entries" else
-                   "refused" if refusal_reason(s, config, action) else "maintained")
+                   "refused" if refusal_reason(s, config, action, root) else "maintained")
         for w in s["where"]:
             names, old = rows.get(w, ([], "maintained"))
             worst = max(old, verdict, key=["maintained", "unknown", "refused"].index)
@@ -37,14 +39,17 @@ def draw_store_tree(root, structures, config=None, action="repair", ax=None, tit
         _, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 0.9))
     for y, (where, (names, verdict)) in enumerate(reversed(rows.items())):
         depth, is_dir = where.count("/"), (Path(root) / where).is_dir()
-        ax.text(0.02 + 0.06 * depth, y, Path(where).name + ("/" if is_dir else ""), va="center", fontsize=9,
+        ax.text(0.02 + 0.06 * depth, y, Path(where).name + ("/" if is_dir else ""), va="center", fontsize=10,
                 family="monospace", bbox=dict(boxstyle="round,pad=0.25", facecolor=VERDICT_COLORS[verdict],
                                               alpha=0.5, edgecolor="#999999" if verdict == "folder" else "none"))
-        ax.text(0.5, y, ", ".join(names), va="center", fontsize=9)
+        ax.text(0.45, y, ", ".join(names), va="center", fontsize=10)
     ax.set_xlim(0, 1); ax.set_ylim(-0.7, len(rows) - 0.3); ax.axis("off")
-    ax.legend(handles=[Patch(facecolor=c, alpha=0.5, label=v) for v, c in VERDICT_COLORS.items() if v != "folder"],
-              fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
-    ax.set_title(title or f"what {action} may touch", fontsize=10)
+    labels = {"maintained": "maintained", "refused": "refused", "unknown": "unknown (refused)",
+              "folder": "folder (holds the rows below it)"}
+    ax.legend(handles=[Patch(facecolor=c, alpha=0.5, edgecolor="#999999" if v == "folder" else "none", label=labels[v])
+                       for v, c in VERDICT_COLORS.items()],
+              fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
+    ax.set_title(title or f"what {action} may touch", fontsize=11)
     return ax
 
 # %% ../../book/13_modern_stores.ipynb #7008c161
@@ -86,24 +91,29 @@ def draw_body_sizes(messages, labels, ax=None, title="stored vs served body size
     return ax
 
 # %% ../../book/13_modern_stores.ipynb #eef3876d
-_FIELD_COLORS = ["#56B4E9", "#009E73", "#F0E442", "#0072B2", "#CC79A7", "#999999"]
+_STRIP_COLORS = {"header fields": "#F0F0F0", "FLAG (offset 16)": "#CC79A7", "BODY": "#56B4E9",
+                 "TOPIC and PROPERTIES": "#F0E442", "__CRC32# property (20 bytes)": "#E69F00"}
 
 def draw_prop_crc_record(raw: bytes, fields, ax=None, title=None):
-    "A record as a strip of its fields; the __CRC32# property in orange; the CRC's span under it."
-    ax = ax or plt.subplots(figsize=(9, 2.6))[1]
+    "A record as a strip of its fields: header, FLAG, body, topic and properties, __CRC32#; the CRC's span under it."
+    ax = ax or plt.subplots(figsize=(8, 2.8))[1]
     n = len(raw)
-    for i, (name, pos, size) in enumerate(fields):
-        ax.add_patch(plt.Rectangle((pos, 0), size, 1, color=_FIELD_COLORS[i % 6], ec="white", lw=0.5))
-        if size >= 0.06 * n:
-            ax.text(pos + size / 2, 0.5, name, ha="center", va="center", fontsize=8, rotation=0)
-    ax.add_patch(plt.Rectangle((n - 20, 0), 20, 1, color="#E69F00", ec="black", lw=1))
+    kind = {"FLAG": "FLAG (offset 16)", "BODY": "BODY"}
+    for name, pos, size in fields:
+        k = kind.get(name, "TOPIC and PROPERTIES" if name in ("TOPICLENGTH", "TOPIC", "PROPERTIESLENGTH", "PROPERTIES")
+                     else "header fields")
+        ax.add_patch(plt.Rectangle((pos, 0), size, 1, facecolor=_STRIP_COLORS[k], edgecolor="#777777", lw=0.4))
+    ax.add_patch(plt.Rectangle((n - 20, 0), 20, 1, color=_STRIP_COLORS["__CRC32# property (20 bytes)"], ec="black", lw=1))
+    flag = next(p for name, p, _ in fields if name == "FLAG")
+    ax.annotate("FLAG", (flag + 2, 1), (flag + 2, 1.55), ha="center", fontsize=9, arrowprops=dict(arrowstyle="->"))
     ax.annotate(raw[-11:-1].decode(), (n - 10, 1), (n - 10, 1.55), ha="right", fontsize=9,
                 arrowprops=dict(arrowstyle="->"))
-    ax.annotate("", (0, -0.35), (n - 20, -0.35), arrowprops=dict(arrowstyle="<->", color="#D55E00"))
-    ax.text((n - 20) / 2, -0.75, f"CRC-32 of bytes 0..{n - 21}", ha="center", fontsize=9, color="#D55E00")
+    ax.annotate("", (0, -0.35), (n - 20, -0.35), arrowprops=dict(arrowstyle="<->", color="black"))
+    ax.text((n - 20) / 2, -0.75, f"CRC-32 of bytes 0..{n - 21}", ha="center", fontsize=9)
     ax.set_xlim(0, n); ax.set_ylim(-1.1, 2.0); ax.set_yticks([])
-    ax.set_xlabel("byte of the record"); ax.set_title(title or f"a {n}-byte record with __CRC32#", fontsize=10)
-    ax.legend(handles=[Patch(color="#E69F00", label="__CRC32# property (20 bytes)")], loc="upper left", fontsize=9)
+    ax.set_xlabel("byte of the record", fontsize=9); ax.set_title(title or f"a {n}-byte record with __CRC32#", fontsize=10)
+    ax.legend(handles=[Patch(facecolor=c, edgecolor="#777777", label=k) for k, c in _STRIP_COLORS.items()],
+              loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, fontsize=9, frameon=False)
     return ax
 
 # %% ../../book/13_modern_stores.ipynb #6210f26f
@@ -121,38 +131,37 @@ def _strip(ax, y, parts, height=0.6, fontsize=8):
             ax.text(start + length / 2, y + height / 2, label, ha="center", va="center", fontsize=fontsize)
 
 # %% ../../book/13_modern_stores.ipynb #9222eaaa
-def draw_inner_batch(raw: bytes, msg, inner: list, ax=None):
+def draw_inner_batch(raw: bytes, msg, inner: list, axes=None):
     "An inner-batch record's bytes: header, body cut into its messages, topic and properties (top); one packed message (bottom)."
     from mqstore.message import record_fields
-    if ax is None:
-        _, ax = plt.subplots(figsize=(11, 3.4))
+    if axes is None:
+        _, axes = plt.subplots(2, 1, figsize=(8, 4.4), gridspec_kw={"height_ratios": [1.3, 1], "hspace": 0.9})
+    ax, low = axes
     f = {name: (pos, size) for name, pos, size in record_fields(raw)}
     body_at = f["BODY"][0]
-    parts = [(0, body_at, "#DDDDDD", f"header\n{body_at} B")]
-    at = body_at
+    parts, at = [(0, body_at, "#F0F0F0", f"header\n{body_at} B")], body_at
     for i, m in enumerate(inner):
-        parts.append((at, m["size"], BCQ_COLORS[i % 4], f"message {i}\n{m['properties'].get('KEYS', '')}\n{m['size']} B"))
+        parts.append((at, m["size"], BCQ_COLORS[i % 4], f"msg {i}\n{m['size']} B"))
         at += m["size"]
     parts.append((at, len(raw) - at, BCQ_COLORS[6], ""))
-    _strip(ax, 1.2, parts, height=0.9)
-    ax.annotate(f"topic and properties ({len(raw) - at} B): INNER_NUM={msg.properties['INNER_NUM']}, "
-                f"INNER_BASE={msg.properties['INNER_BASE']}", (at + (len(raw) - at) / 2, 2.1), (len(raw), 2.45),
-                ha="right", fontsize=8, arrowprops=dict(arrowstyle="->", lw=0.8))
+    _strip(ax, 0, parts, height=0.9, fontsize=9)
+    ax.annotate(f"topic and properties ({len(raw) - at} B):\nINNER_NUM={msg.properties['INNER_NUM']}, "
+                f"INNER_BASE={msg.properties['INNER_BASE']}", (at + (len(raw) - at) / 2, 0.9), (len(raw), 1.35),
+                ha="right", fontsize=9, arrowprops=dict(arrowstyle="->", lw=0.8))
+    ax.set_xlim(0, len(raw)); ax.set_ylim(-0.1, 2.0); ax.set_yticks([])
+    ax.set_xlabel(f"byte of the record at {msg.commit_log_offset} (sysFlag {msg.sys_flag:#x})", fontsize=9)
     m0, blen = inner[0], len(inner[0]["body"])
     plen = m0["size"] - 22 - blen
     packed = [("size", 4), ("magic", 4), ("body CRC", 4), ("flag", 4), ("body len", 4), (f"body ({blen} B)", blen),
               ("props len", 2), (f"properties ({plen} B):\nKEYS, UNIQ_KEY, TAGS={m0['properties'].get('TAGS')}", plen)]
     widths = [1.6 if n <= 4 else n / 18 for _, n in packed]          # small fields legible, not to scale
-    unit, x, row = len(raw) / sum(widths), 0, []
+    x, row = 0, []
     for i, ((label, n), w) in enumerate(zip(packed, widths)):
-        row.append((x * unit, w * unit, BCQ_COLORS[0] if i in (5, 7) else "#FFFFFF", label.replace(" ", "\n", 1) if n <= 4 else label))
+        row.append((x, w, BCQ_COLORS[0] if i in (5, 7) else "#FFFFFF", label.replace(" ", "\n", 1) if n <= 4 else label))
         x += w
-    _strip(ax, 0, row, height=0.7, fontsize=8)
-    ax.set_xlim(0, len(raw))
-    ax.set_ylim(-0.2, 2.7)
-    ax.set_yticks([0.35, 1.65], ["message 0,\npacked\n(not to scale)", f"record at {msg.commit_log_offset}\n"
-                                 f"sysFlag {msg.sys_flag:#x}"], fontsize=9)
-    ax.set_xlabel("byte of the record", fontsize=9)
+    _strip(low, 0, row, height=0.9, fontsize=9)
+    low.set_xlim(0, x); low.set_ylim(-0.1, 1.0); low.set_yticks([]); low.set_xticks([])
+    low.set_xlabel(f"the fields of message 0 ({m0['size']} B) inside the body, in order (not to scale)", fontsize=9)
     ax.set_title(f"An inner batch of {len(inner)} messages: one record of {len(raw)} bytes", fontsize=10)
     return ax.figure
 
@@ -164,24 +173,24 @@ def draw_batch_units(raw: bytes, ax=None):
     "Each 46-byte unit as a row of its eight fields (width = bytes), the value and the hex bytes in each."
     n = len(raw) // 46
     if ax is None:
-        _, ax = plt.subplots(figsize=(11, 0.9 * n + 1.2))
+        _, ax = plt.subplots(figsize=(8, 0.9 * n + 1.6))
     for r in range(n):
         unit, x, y = raw[r * 46:(r + 1) * 46], 0, n - 1 - r
         for i, (name, size) in enumerate(_BCQ_FIELDS):
             value = int.from_bytes(unit[x:x + size], "big", signed=True)
             hexed = unit[x:x + size].hex()
-            hexed = hexed if size <= 4 or hexed.strip("0") == "" or len(hexed.lstrip("0")) > 8 else "…" + hexed[-6:]
+            hexed = hexed if size <= 2 else "…" + hexed[-4:] if hexed.strip("0") else "0…0"   # the low bytes, legible
             ax.add_patch(Rectangle((x, y), size, 0.8, fc=BCQ_COLORS[i], ec="black", lw=0.6, alpha=0.85))
-            ax.text(x + size / 2, y + 0.52, f"{value}", ha="center", va="center", fontsize=8, fontweight="bold")
-            ax.text(x + size / 2, y + 0.2, hexed, ha="center", va="center", fontsize=7, family="monospace")
+            ax.text(x + size / 2, y + 0.52, f"{value}", ha="center", va="center", fontsize=9, fontweight="bold")
+            ax.text(x + size / 2, y + 0.2, hexed, ha="center", va="center", fontsize=9, family="monospace")
             x += size
     ax.set_xlim(0, 46)
     ax.set_ylim(-0.1, n)
     ax.set_xticks(np.cumsum([0] + [s for _, s in _BCQ_FIELDS]))
-    ax.set_yticks([n - 1 - r + 0.4 for r in range(n)], [f"unit {r}\n@ byte {r * 46}" for r in range(n)], fontsize=8)
+    ax.set_yticks([n - 1 - r + 0.4 for r in range(n)], [f"unit {r}\n@ byte {r * 46}" for r in range(n)], fontsize=9)
     ax.set_xlabel("byte within the 46-byte unit", fontsize=9)
     ax.legend(handles=[Patch(fc=BCQ_COLORS[i], label=f"{name} ({size})") for i, (name, size) in enumerate(_BCQ_FIELDS)],
-              ncol=8, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22 if n < 4 else -0.12), frameon=False)
+              ncol=4, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25 if n < 4 else -0.14), frameon=False)
     ax.set_title("Batch consume-queue units, read from the live file", fontsize=10)
     return ax.figure
 
@@ -189,7 +198,7 @@ def draw_batch_units(raw: bytes, ax=None):
 def draw_offset_map(units, asked: int | None = None, ax=None):
     "Queue offsets (top) grouped by the unit that serves them (middle), the records they point at (bottom)."
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.2))
+        _, ax = plt.subplots(figsize=(8, 3.2))
     end = int(units["base"][-1] + units["batch"][-1])
     for i, u in enumerate(units):
         base, batch, color = int(u["base"]), int(u["batch"]), BCQ_COLORS[i % len(BCQ_COLORS)]
@@ -222,13 +231,13 @@ OKABE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC7
 def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
     "One record as a strip of its fields, with the named property pairs (spans: name -> (start, end)) marked."
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 2.2))
+        _, ax = plt.subplots(figsize=(8, 2.4))
     fields = record_fields(raw)
     for i, (name, pos, size) in enumerate(fields):
         ax.barh(1, size, left=pos, height=0.6, color="#dddddd" if i % 2 else "#bbbbbb", edgecolor="white")
     big = sorted(fields, key=lambda f: -f[2])[:3]
     for name, pos, size in big:
-        ax.text(pos + size / 2, 1, name.lower(), ha="center", va="center", fontsize=8)
+        ax.text(pos + size / 2, 1, name.lower(), ha="center", va="center", fontsize=9)
     handles = []
     for k, (name, (a, b)) in enumerate(spans.items()):
         c = OKABE[(k * 4 + 1) % len(OKABE)]
@@ -248,32 +257,34 @@ def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
 # %% ../../book/13_modern_stores.ipynb #6d391550
 from matplotlib.patches import Rectangle
 
+_QUEUE_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")   # no grey: grey means unknown
+
 def draw_multi_dispatch(messages, queues: dict, ax=None, title=None):
     """Records on top (`messages`: (offset, size) in log order), a row per queue below
     (`queues`: name -> [(queue offset, physical offset)]), each unit under the record it points at."""
     x_of = {off: x for x, (off, _) in enumerate(messages)}
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 1.4 + 0.6 * len(queues)))
-    top = len(queues) + 0.3
+    top, k = len(queues) + 0.3, len(queues)
     for x, (off, size) in enumerate(messages):
-        ax.add_patch(Rectangle((x + 0.05, top), 0.9, 0.7, fc="#bbbbbb", ec="white"))
-        ax.text(x + 0.5, top + 0.35, f"{off} ({size} B)", ha="center", va="center", fontsize=8)
-    handles = []
+        ax.add_patch(Rectangle((x + 0.05, top), 0.9, 0.7, fc="#F0F0F0", ec="black", lw=0.6))
+        ax.text(x + 0.5, top + 0.35, f"{off} ({size} B)", ha="center", va="center", fontsize=9)
     for row, (name, units) in enumerate(queues.items()):
-        y, c = len(queues) - 1 - row, OKABE[(row * 3 + 4) % len(OKABE)]
+        y, c = len(queues) - 1 - row, _QUEUE_COLORS[row % len(_QUEUE_COLORS)]
+        dx = 0.2 + 0.6 * row / max(k - 1, 1)                # each queue's connector at its own x
         for qo, phy in units:
             x = x_of[phy]
-            ax.plot([x + 0.5, x + 0.5], [top, y + 0.75], color=c, lw=1, ls=":")
+            ax.plot([x + dx, x + dx], [top, y + 0.75], color=c, lw=1.5, ls="--")
             ax.add_patch(Rectangle((x + 0.15, y + 0.1), 0.7, 0.65, fc=c, alpha=0.5, ec=c, lw=1.5))
             ax.text(x + 0.5, y + 0.42, f"#{qo}", ha="center", va="center", fontsize=9)
-        handles.append(Patch(fc=c, alpha=0.5, label=name))
     ax.set_xlim(0, len(messages))
     ax.set_ylim(0, top + 0.8)
     ax.set_xticks([])
     ax.set_yticks([top + 0.35] + [len(queues) - 1 - i + 0.42 for i in range(len(queues))],
                   ["commit log"] + list(queues), fontsize=9)
+    for row, label in enumerate(ax.get_yticklabels()[1:]):
+        label.set_color(_QUEUE_COLORS[row % len(_QUEUE_COLORS)])      # the row's name is its legend
     ax.set_xlabel("records in log order: physical offset (size); units labelled with their queue offset", fontsize=9)
-    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=len(handles), frameon=False)
     ax.set_title(title or "one record, several units: multi-dispatch", fontsize=10)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -290,7 +301,7 @@ def draw_schedule_units(rows, ax=None):
     """Each row (label, 20 unit bytes, caption): the unit's bytes coloured by field, the tags code's
     value and what it means written beside. Returns the figure."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 0.9 + 0.9 * len(rows)))
+        _, ax = plt.subplots(figsize=(8, 1.2 + 0.9 * len(rows)))
     for y, (label, unit, caption) in enumerate(rows):
         for k, (name, at, n) in enumerate(_UNIT_FIELDS):
             for i in range(at, at + n):
@@ -298,7 +309,7 @@ def draw_schedule_units(rows, ax=None):
                 ax.text(i + 0.5, -y, f"{unit[i]:02x}", ha="center", va="center", fontsize=8, family="monospace")
         ax.text(-0.3, -y, label, ha="right", va="center", fontsize=9)
         ax.text(20.3, -y, caption, ha="left", va="center", fontsize=9)
-    ax.set_xlim(-7, 34)
+    ax.set_xlim(-6, 31)
     ax.set_ylim(-len(rows) + 0.4, 0.9)
     ax.set_xticks(range(0, 21, 4))
     ax.set_xlabel("byte of the 20-byte consume-queue unit")
@@ -306,41 +317,42 @@ def draw_schedule_units(rows, ax=None):
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     ax.legend(handles=[Patch(color=OKABE_ITO[k], label=f"{name} ({n} bytes)") for k, (name, _, n) in enumerate(_UNIT_FIELDS)],
-              loc="upper center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.45, 1.02))
+              loc="upper center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.45, 1.12))
     return ax.figure
 
 # %% ../../book/13_modern_stores.ipynb #679abeb2
 from matplotlib.patches import FancyArrowPatch
+from matplotlib.lines import Line2D
 
 _ROLES = {"half (open)": OKABE_ITO[5], "half (closed)": OKABE_ITO[1], "commit": OKABE_ITO[2], "op (tag d)": OKABE_ITO[0]}
+_ARROWS = {"op closes half": ("black", "-"), "commit names half": ("black", ":")}
 
 def draw_half_ops(records, ax=None):
     """The txn store's records along the commit log: each a box (role, queue offset); arrows from every op
     message to the halves its body closes and from a commit to the half it names. Returns the figure."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.2))
-    rows = {"half": 2, "commit": 1, "op": 0}
+        _, ax = plt.subplots(figsize=(8, 3.8))
+    rows = {"op": 2, "half": 1, "commit": 0}          # halves in the middle: no arrow crosses a row of boxes
     where = {}
     for r in records:
         y = rows[r["role"].split()[0]]
         ax.add_patch(plt.Rectangle((r["offset"], y - 0.3), r["size"] * 0.96, 0.6, facecolor=_ROLES[r["role"]],
                                    edgecolor="black", linewidth=0.6))
-        ax.text(r["offset"] + r["size"] / 2, y, r["text"], ha="center", va="center", fontsize=8)
+        ax.text(r["offset"] + r["size"] / 2, y, r["text"], ha="center", va="center", fontsize=9)
         where[r["offset"]] = (r["offset"] + r["size"] / 2, y)
     for r in records:
         for target in r.get("points_at", ()):
             (x0, y0), (x1, y1) = where[r["offset"]], where[target]
-            commit = r["role"] == "commit"
-            ax.add_patch(FancyArrowPatch((x0, y0 + 0.3), (x1, y1 - 0.3), arrowstyle="-|>", mutation_scale=12,
-                                         connectionstyle="arc3,rad=-0.2", color="0.2" if commit else OKABE_ITO[5],
-                                         linestyle="--" if commit else "-", linewidth=1.2))
+            color, style = _ARROWS["commit names half" if r["role"] == "commit" else "op closes half"]
+            side = -0.3 if y0 > y1 else 0.3
+            ax.add_patch(FancyArrowPatch((x0, y0 + side), (x1, y1 - side), arrowstyle="-|>", mutation_scale=12,
+                                         connectionstyle="arc3,rad=0", color=color, linestyle=style,
+                                         linewidth=1.4, zorder=3))
     ax.set_xlim(0, max(r["offset"] + r["size"] for r in records) + 20)
-    ax.set_ylim(-0.6, 2.9)
-    ax.set_yticks([0, 1, 2], ["RMQ_SYS_TRANS_OP_HALF_TOPIC", "real topic (commit)", "RMQ_SYS_TRANS_HALF_TOPIC"], fontsize=8)
-    ax.set_xlabel("commit-log offset (bytes)")
-    from matplotlib.lines import Line2D
-    arrows = [Line2D([], [], color=OKABE_ITO[5], label="op closes half"),
-              Line2D([], [], color="0.2", linestyle="--", label="commit names half")]
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in _ROLES.items()] + arrows, loc="upper center", ncol=6,
-              fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.12))
+    ax.set_ylim(-0.5, 2.5)
+    ax.set_yticks([2, 1, 0], ["RMQ_SYS_TRANS_\nOP_HALF_TOPIC", "RMQ_SYS_TRANS_\nHALF_TOPIC", "real topic\n(commit)"], fontsize=9)
+    ax.set_xlabel("commit-log offset (bytes)", fontsize=9)
+    arrows = [Line2D([], [], color=c, linestyle=s, label=k) for k, (c, s) in _ARROWS.items()]
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in _ROLES.items()] + arrows, loc="upper center", ncol=3,
+              fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.2))
     return ax.figure
