@@ -272,7 +272,7 @@ def maintenance_note(structure: dict) -> str | None:
     return None
 
 # %% ../book/13_modern_stores.ipynb #c13a0028
-from .errors import UnmaintainedStructureError
+from .errors import UnmaintainedStructureError, ConfigError
 
 _ACTION = contextvars.ContextVar("mqstore_writing_action", default=None)
 
@@ -289,6 +289,10 @@ def check_writable(root, config: StoreConfig | None = None, action: str = "open"
     "Recognise the store; return its structures if `action` may write it, else raise, changing nothing."
     action = _ACTION.get() if action == "open" and _ACTION.get() else action
     found = recognise_store(root, config)
+    if config is not None and config.force_verify_prop_crc and not any(s["name"] == "property CRC" for s in found) \
+            and any(s["name"] == "commit log" and s["facts"].get("records") for s in found):
+        raise ConfigError(f"{action} refused, nothing changed: force_verify_prop_crc is set, but no record of "
+                          f"{root} carries __CRC32#: recovery would truncate the whole commit log")
     refused = [(s, why) for s in found if (why := refusal_reason(s, config, action, root))]
     if refused:
         (s, why), more = refused[0], [r[0]["name"] for r in refused[1:]]

@@ -251,3 +251,14 @@ def test_put_without_the_setting_writes_no_property(tmp_path):
         for off in [r.commit_log_offset] + rb.commit_log_offsets.tolist():
             mf = store.commit_log.mfq.find_by_offset(off)
             assert record_prop_crc(mf.read(off, store.look(off).total_size), 0, off).ok
+
+
+def test_force_verify_without_the_property_refuses_before_touching_anything(vectors5, tmp_path):
+    "Not a byte, not a modification time, not a lock file: the refusal comes before the open writes."
+    root = copy(vectors5, "batch", tmp_path)
+    (root / "lock").unlink()
+    stamps = lambda: {str(p): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
+    before = stamps()
+    with pytest.raises(ConfigError, match="__CRC32#"):
+        MessageStore.open(root, StoreConfig.small(force_verify_prop_crc=True))
+    assert stamps() == before and not (root / "lock").exists()
