@@ -128,3 +128,44 @@ def test_damage_then_a_writing_command_keeps_rocketmqs_files_or_refuses(case, da
     assert not ((root / "consumequeue" / "BCQTopic").exists()), name
     rc, out, err = mq("verify", root, "--config", conf)
     assert rc == 0 or (command == "recover" and damage == "queue file"), (name, out, err)
+
+
+def _last_record(root):
+    "(offset, size) of the last record of the log, by walking it with chapter 3's scan."
+    from mqstore.message import scan_segment
+    seg = sorted((Path(root) / "commitlog").iterdir())[-1]
+    data = seg.read_bytes()
+    h, _, _ = scan_segment(data, 0)
+    return int(seg.name) + int(h["offset"][-1]), int(h["total_size"][-1])
+
+
+def _without_units_of(data: bytes, offset: int, unit: int) -> bytes:
+    "A queue file's bytes with every unit pointing at `offset` cleared, as recovery cuts it."
+    out = bytearray(data)
+    for i in range(0, len(out) - unit + 1, unit):
+        if int.from_bytes(out[i:i + 8], "big", signed=True) == offset and int.from_bytes(out[i + 8:i + 12], "big") > 0:
+            out[i:i + unit] = bytes(unit)
+    return bytes(out)
+
+
+def test_a_torn_last_record_is_cut_and_only_its_units_go(case):
+    """A power cut that left the second half of the last record as zeros: recover cuts the log there, and every
+    queue file ends as RocketMQ wrote it, less the units of that record."""
+    name, root, _, conf = case
+    folders = [f for f in QUEUE_FOLDERS if (root / f).is_dir()]
+    queues = {p: (root / p).read_bytes() for p in digests(root, folders)}
+    offset, size = _last_record(root)
+    seg = sorted((root / "commitlog").iterdir())[-1]
+    with open(seg, "r+b") as f:
+        f.seek(offset - int(seg.name) + size // 2)
+        f.write(bytes(size - size // 2))
+    (root / "abort").write_bytes(b"")
+    rc, out, err = mq("recover", root, "--yes", "--config", conf)
+    assert rc == 0 and f"ends at {offset:,}" in out, (name, out, err)       # none of the eight is refused
+    for path, data in queues.items():
+        unit = 46 if path.startswith("batchconsumequeue") else 20
+        want = _without_units_of(data, offset, unit)
+        if not want.strip(b"\0"):                     # no unit left: the file goes, as truncateDirtyLogicFiles does
+            assert not (root / path).exists() or not (root / path).read_bytes().strip(b"\0"), (name, path)
+        else:
+            assert (root / path).read_bytes() == want, (name, path)
