@@ -268,7 +268,7 @@ def refusal_reason(structure: dict, config: StoreConfig | None, action: str, roo
 def maintenance_note(structure: dict) -> str | None:
     "What a maintained structure depends on (printed by `inspect`)."
     if structure["name"] == "schedule topics":
-        return "delivery times from message_delay_level (messageDelayLevel)"
+        return "SCHEDULE_TOPIC_XXXX's delivery times from message_delay_level (messageDelayLevel)"
     return None
 
 # %% ../book/13_modern_stores.ipynb #c13a0028

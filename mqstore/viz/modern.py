@@ -121,7 +121,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle, Patch
 
-BCQ_COLORS = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"]
+BCQ_COLORS = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#FFFFFF"]
 
 def _strip(ax, y, parts, height=0.6, fontsize=8):
     "Draw [(start, length, colour, label)] as boxes on row y; labels inside when they fit."
@@ -226,7 +226,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 from ..message import record_fields
 
-OKABE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999")
+OKABE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#FFFFFF")
 
 def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
     "One record as a strip of its fields, with the named property pairs (spans: name -> (start, end)) marked."
