@@ -181,7 +181,9 @@ def draw_batch_units(raw: bytes, ax=None):
             hexed = unit[x:x + size].hex()
             hexed = hexed if size <= 2 else "…" + hexed[-4:] if hexed.strip("0") else "0…0"   # the low bytes, legible
             ax.add_patch(Rectangle((x, y), size, 0.8, fc=BCQ_COLORS[i], ec="black", lw=0.6, alpha=0.85))
-            ax.text(x + size / 2, y + 0.52, f"{value}", ha="center", va="center", fontsize=9, fontweight="bold")
+            big = size == 8 and len(str(value)) > 10                   # a store time: two lines
+            shown = f"{str(value)[:-6]}\n{str(value)[-6:]}" if big else f"{value}"
+            ax.text(x + size / 2, y + 0.55, shown, ha="center", va="center", fontsize=9, fontweight="bold")
             ax.text(x + size / 2, y + 0.2, hexed, ha="center", va="center", fontsize=9, family="monospace")
             x += size
     ax.set_xlim(0, 46)
@@ -189,7 +191,7 @@ def draw_batch_units(raw: bytes, ax=None):
     ax.set_xticks(np.cumsum([0] + [s for _, s in _BCQ_FIELDS]))
     ax.set_yticks([n - 1 - r + 0.4 for r in range(n)], [f"unit {r}\n@ byte {r * 46}" for r in range(n)], fontsize=9)
     ax.set_xlabel("byte within the 46-byte unit", fontsize=9)
-    ax.legend(handles=[Patch(fc=BCQ_COLORS[i], label=f"{name} ({size})") for i, (name, size) in enumerate(_BCQ_FIELDS)],
+    ax.legend(handles=[Patch(fc=BCQ_COLORS[i], ec="black", lw=0.6, label=f"{name} ({size})") for i, (name, size) in enumerate(_BCQ_FIELDS)],
               ncol=4, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25 if n < 4 else -0.14), frameon=False)
     ax.set_title("Batch consume-queue units, read from the live file", fontsize=10)
     return ax.figure
