@@ -6,7 +6,7 @@ warm-up jobs (`mqstore.pipeline.warm_up`: a Python worker per core for DataFrame
 for RDD jobs, the compiled kernels loaded in each), and the single process's first rebuild (the kernels loaded from numba's cache).
 Goal (issue 18): Spark's per-core throughput >= 0.5x the single process's, on >= 1 GiB.
 With a local master the rebuild's tasks leave their parts in a scratch folder inside the output
-(`_rebuild_spark_folder`, chapter 10); the scratch is written, read and removed inside the timed run.
+(`_rebuild_spark_folder`, chapter 12); the scratch is written, read and removed inside the timed run.
 
 The store of `make bench` is the realistic mix (`_common.mix_stream`, 64 MiB segments so that
 Spark has partitions). `generate()` below is the older tiled store of one record size:

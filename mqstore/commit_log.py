@@ -143,7 +143,7 @@ class CommitLog:
         if self.read_only:
             raise ReadOnlyStoreError("the store was opened read-only")
         cfg = self.config
-        if cfg.enabled_append_prop_crc:                # chapter 13: the 20 bytes of __CRC32#, signed below
+        if cfg.enabled_append_prop_crc:                # chapter 14: the 20 bytes of __CRC32#, signed below
             from mqstore.modern import prop_crc_slot, sign_prop_crc
             msg = prop_crc_slot(msg)
         rec = encode_message(msg, cfg.store_host, max_body_size=cfg.max_message_size)
@@ -308,7 +308,7 @@ class CommitLog:
             if cols is None:
                 blob = bytearray().join(recs[i:i + k])
                 stamp_records(blob, starts - mf.wrote_position, queue_offsets[i:i + k], offsets[i:i + k], ts)
-                if self.config.enabled_append_prop_crc:          # chapter 13
+                if self.config.enabled_append_prop_crc:          # chapter 14
                     from mqstore.modern import sign_prop_crc
                     for p, s in zip((starts - mf.wrote_position).tolist(), sizes[i:i + k].tolist()):
                         sign_prop_crc(blob, p, s)
@@ -335,7 +335,7 @@ class CommitLog:
         except TypeError:
             raise InvalidMessageError(f"put_batch takes an iterable of Messages, not {type(messages).__name__}") from None
         cfg, n, recs = self.config, len(messages), None
-        if cfg.enabled_append_prop_crc:                # chapter 13: one by one, each with its __CRC32# slot
+        if cfg.enabled_append_prop_crc:                # chapter 14: one by one, each with its __CRC32# slot
             from mqstore.modern import prop_crc_slot
             messages, columns = [prop_crc_slot(m) for m in messages], None
         cols = None if cfg.enabled_append_prop_crc else columns if columns is not None or not n or compiled_kernels() is None else \

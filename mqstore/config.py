@@ -70,7 +70,7 @@ class StoreConfig:
     store_host: tuple = ("127.0.0.1", 10911)
     file_reserved_hours: int = 72
     warm_mapped_file: bool = False              # pre-create and warm the next segment (AllocateService)
-    # RocketMQ 5.x settings a store's files depend on (chapter 13); the broker.conf names in comments
+    # RocketMQ 5.x settings a store's files depend on (chapter 14); the broker.conf names in comments
     message_delay_level: str | None = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # None: unknown
     enabled_append_prop_crc: bool = False       # enabledAppendPropCRC: a __CRC32# property ends each record
     force_verify_prop_crc: bool = False         # forceVerifyPropCRC: recovery checks that property

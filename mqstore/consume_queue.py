@@ -294,7 +294,7 @@ class ConsumeQueueStore:
         self.queues: dict = {}                       # (topic, queue_id) -> ConsumeQueue
         self.logics_msg_timestamp = 0                # store time of the last unit written
         self.ignored_folders: list = []              # folders under consumequeue/ that name no queue
-        self.mending, self.elsewhere = False, set()  # replay mending (ConsumeQueue.mend); topics kept elsewhere (ch. 13)
+        self.mending, self.elsewhere = False, set()  # replay mending (ConsumeQueue.mend); topics kept elsewhere (ch. 14)
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = self.queues.get((topic, queue_id))
@@ -325,7 +325,7 @@ class ConsumeQueueStore:
     __call__ = dispatch
 
     def unit_tags_code(self, req) -> int:
-        "A unit's tags code: a delayed message's delivery time under the store's `delay_levels` (chapter 13)."
+        "A unit's tags code: a delayed message's delivery time under the store's `delay_levels` (chapter 14)."
         levels = getattr(self, "delay_levels", DEFAULT_DELAY_LEVELS)     # the broker's messageDelayLevel; None: unknown
         if req.topic != SCHEDULE_TOPIC or PROPERTY_DELAY not in req.properties or levels == DEFAULT_DELAY_LEVELS:
             return req.tags_code
@@ -410,7 +410,7 @@ def check_int(name: str, value, lo: int | None = None, hi: int | None = None) ->
 
 def record_disagrees(msg, topic: str, queue_id: int, queue_offset: int) -> bool:
     "Does the record a unit points at belong to another queue, or to another place in it?"
-    if topic.startswith("%LMQ%") and getattr(msg, "topic", topic) != topic:   # a light queue (chapter 13)
+    if topic.startswith("%LMQ%") and getattr(msg, "topic", topic) != topic:   # a light queue (chapter 14)
         from mqstore.modern import light_unit_agrees
         return not light_unit_agrees(msg, topic, queue_id, queue_offset)
     return (getattr(msg, "topic", topic) != topic or getattr(msg, "queue_id", queue_id) != queue_id

@@ -385,7 +385,7 @@ def _delay_rows(codes, headers, rows, props) -> dict:
 
 def delivery_codes(batch, delay_levels=DEFAULT_DELAY_LEVELS) -> tuple:
     """(tags codes, unknown rows): the batch's codes with each delayed record's delivery time under
-    `delay_levels` (the broker's messageDelayLevel; chapter 13); None: levels unknown, rows marked."""
+    `delay_levels` (the broker's messageDelayLevel; chapter 14); None: levels unknown, rows marked."""
     unknown = np.zeros(len(batch.tags_codes), bool)
     if not batch.delays or delay_levels == DEFAULT_DELAY_LEVELS:
         return batch.tags_codes, unknown
@@ -601,7 +601,7 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     order, key = rows[sort], key[sort]
     cuts = np.flatnonzero(np.diff(key)) + 1
     codes, unknown = delivery_codes(batch, getattr(cq_store, "delay_levels", DEFAULT_DELAY_LEVELS))
-    if unknown.any():                      # never a guess: the open refused this store (chapter 13)
+    if unknown.any():                      # never a guess: the open refused this store (chapter 14)
         raise ConfigError(f"the delivery time of the delayed record at "
                           f"{int(h['commit_log_offset'][np.flatnonzero(unknown)[0]])} depends on the "
                           "broker's messageDelayLevel, which is not known")

@@ -143,11 +143,11 @@ class TransactionGroupMismatchError(TransactionError):
 class TransactionStateError(TransactionError):
     "The transaction was already committed or rolled back."
 
-# %% ../book/10_spark_pipeline.ipynb #39adb15d
+# %% ../book/12_spark_pipeline.ipynb #39adb15d
 class PipelineError(MQStoreError):
     "The Spark pipeline could not read, decode or write a store."
 
-# %% ../book/13_modern_stores.ipynb #c13a0002
+# %% ../book/14_modern_stores.ipynb #c13a0002
 class UnmaintainedStructureError(StoreStateError):
     """A writing action met a structure of the store it cannot maintain as RocketMQ does:
     `structure` names it, `where` says where, `action` is what was refused. Nothing was changed."""
@@ -155,19 +155,19 @@ class UnmaintainedStructureError(StoreStateError):
         super().__init__(message)
         self.structure, self.where, self.action = structure, list(where), action
 
-# %% ../book/13_modern_stores.ipynb #eca5282d
+# %% ../book/14_modern_stores.ipynb #eca5282d
 class BodyDecompressionError(CorruptRecordError):
     "A record's sysFlag says its body is compressed, and the bytes do not decompress (or name no codec)."
 
-# %% ../book/13_modern_stores.ipynb #3dcfd034
+# %% ../book/14_modern_stores.ipynb #3dcfd034
 class BatchQueueRefusedError(StoreStateError):
     "A writing open or command refused: the store's batch consume queues cannot be kept exactly as RocketMQ keeps them."
 
-# %% ../book/13_modern_stores.ipynb #f7101c37
+# %% ../book/14_modern_stores.ipynb #f7101c37
 class LightQueueError(MQStoreError):
     "A light message queue (enableLmq, multi-dispatch) that mqstore cannot maintain as RocketMQ does."
 
-# %% ../book/13_modern_stores.ipynb #03b93894
+# %% ../book/14_modern_stores.ipynb #03b93894
 class BrokerConfError(ConfigError):
     "A broker.conf line or value that cannot be taken (the file, the key and the value are named)."
 

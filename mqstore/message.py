@@ -174,7 +174,7 @@ class StoredMessage(PropertyAccess):
     body: bytes = b""
     topic: str = ""
     properties: dict = field(default_factory=dict)
-    _stored_body: bytes = field(default=None, repr=False, compare=False)   # set when `body` was decompressed (ch. 13)
+    _stored_body: bytes = field(default=None, repr=False, compare=False)   # set when `body` was decompressed (ch. 14)
 
     @property
     def stored_body(self) -> bytes:
@@ -182,7 +182,7 @@ class StoredMessage(PropertyAccess):
         return self.body if self._stored_body is None else self._stored_body
     @property
     def compression(self):
-        "'zlib', 'lz4' or 'zstd' when the body is stored compressed, else None (chapter 13)."
+        "'zlib', 'lz4' or 'zstd' when the body is stored compressed, else None (chapter 14)."
         return compression_type(self.sys_flag)
 
     @property

@@ -84,9 +84,9 @@ class MessageStore:
 
     def load(self) -> None:
         cfg = self.config
-        from mqstore.modern import store_plugins   # what a RocketMQ 5.x root adds (chapter 13): refused first
+        from mqstore.modern import store_plugins   # what a RocketMQ 5.x root adds (chapter 14): refused first
         self.plugins += store_plugins(self)
-        from mqstore.modern import light_queues_in_use, light_dispatcher     # chapter 13: light queues
+        from mqstore.modern import light_queues_in_use, light_dispatcher     # chapter 14: light queues
         self.light_queues = light_queues_in_use(self.root, cfg)     # decided before a rebuild removes folders
         if self.rebuild:
             self._prepare_rebuild()
@@ -236,9 +236,9 @@ class MessageStore:
             m = self.commit_log.get(offset, check_crc=False)
         except MQStoreError:                 # no whole record there: cut with the log's tail, if past it
             return True
-        levels = self.config.message_delay_level      # None: a delivery time is not judged (chapter 13)
+        levels = self.config.message_delay_level      # None: a delivery time is not judged (chapter 14)
         ok = (m.total_size, m.topic, m.queue_id) == (size, topic, queue_id)
-        if not ok and topic.startswith("%LMQ%") and m.total_size == size:    # a light queue (chapter 13)
+        if not ok and topic.startswith("%LMQ%") and m.total_size == size:    # a light queue (chapter 14)
             from mqstore.modern import light_unit_agrees
             ok = light_unit_agrees(m, topic, queue_id, q.max_offset_in_queue - 1)
         return ok and ((levels is None and m.topic == SCHEDULE_TOPIC)
@@ -265,7 +265,7 @@ class MessageStore:
         return self.index.build_index(req)
 
     def _dispatchers(self):
-        light = [self.light_dispatch] if getattr(self, "light_dispatch", None) else []   # chapter 13
+        light = [self.light_dispatch] if getattr(self, "light_dispatch", None) else []   # chapter 14
         return ([self.cq_store.dispatch] + light + ([self._build_index] if self.config.message_index_enable else [])
                 + plugin_calls(self.plugins, "dispatch"))
 
@@ -295,7 +295,7 @@ class MessageStore:
     def recover(self) -> None:
         cfg = self.config
         if cfg.force_verify_prop_crc and cfg.check_crc_on_recover:
-            from mqstore.modern import cut_at_prop_crc  # chapter 13: RocketMQ 5.x's __CRC32# property
+            from mqstore.modern import cut_at_prop_crc  # chapter 14: RocketMQ 5.x's __CRC32# property
             cut_at_prop_crc(self)
         if self.read_only:
             self.recovered_offset = recover_read_only(self.commit_log, self.cq_store, cfg.check_crc_on_recover,
@@ -399,7 +399,7 @@ class MessageStore:
         self._check_open()
         check_message(message)                  # before anything is written
         self._check_services()                  # a put that would never be dispatched is refused
-        if self.config.enable_lmq and "INNER_MULTI_DISPATCH" in message.properties:   # chapter 13
+        if self.config.enable_lmq and "INNER_MULTI_DISPATCH" in message.properties:   # chapter 14
             from mqstore.modern import put_light
             result = put_light(self, message)
         else:
@@ -419,8 +419,8 @@ class MessageStore:
     def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None):
         "Up to `max_count` messages of one queue from a queue offset (see consume_queue.get_messages)."
         self._check_open()
-        from mqstore.modern import serve                # chapter 13: compressed bodies served decompressed
-        for plugin_get in plugin_calls(self.plugins, "get_messages"):    # queues a plugin keeps (chapter 13)
+        from mqstore.modern import serve                # chapter 14: compressed bodies served decompressed
+        for plugin_get in plugin_calls(self.plugins, "get_messages"):    # queues a plugin keeps (chapter 14)
             res = plugin_get(topic, queue_id, offset, max_count, tags)
             if res is not None:
                 break
@@ -544,13 +544,13 @@ class MessageStore:
     (for `repair_store`) rebuilds the consume queues, index files and checkpoint from the log."""
         check_open_arguments(root, config, clock, observer, read_only, plugins)
         if not read_only and config is not None and config.message_delay_level is None:
-            from mqstore.modern import refuse_unknown_delays     # chapter 13: no delivery time is guessed
+            from mqstore.modern import refuse_unknown_delays     # chapter 14: no delivery time is guessed
             refuse_unknown_delays(root, config)
         store = cls(root, config, clock, observer, read_only, plugins)
         store.rebuild = rebuild and not read_only
         try:
             check_store_root(store.root, create=not read_only)
-            if not read_only:                   # chapter 13: recognise the root first, refuse what is not kept
+            if not read_only:                   # chapter 14: recognise the root first, refuse what is not kept
                 from mqstore.modern import check_writable
                 check_writable(store.root, store.config, "repair" if store.rebuild else "open")
                 store.root.mkdir(parents=True, exist_ok=True)

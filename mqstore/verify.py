@@ -33,7 +33,7 @@ class CrashReport:
     warnings: list = field(default_factory=list)    # what opening the store warned about
     gaps: list = field(default_factory=list)        # queue offsets whose record is gone from the log (fillers)
     events: list = field(default_factory=list, repr=False)
-    unjudged: int = 0                 # schedule units whose delivery time needs unknown delay levels (ch. 13)
+    unjudged: int = 0                 # schedule units whose delivery time needs unknown delay levels (ch. 14)
 
     @property
     def ok(self) -> bool:
@@ -110,7 +110,7 @@ def _check_queue(store, topic, qid, q, records, want, report):
 
 # %% ../book/07_recovery.ipynb #227df694
 def _check_queues(store, records, report):
-    from mqstore.modern import LightQueueCheck, is_lmq     # chapter 13: light queues have their own rule
+    from mqstore.modern import LightQueueCheck, is_lmq     # chapter 14: light queues have their own rule
     expected = _expected_units(records, report)     # (topic, queue id) -> {queue offset: record offset}
     for (topic, qid), q in store.cq_store:
         if not is_lmq(topic):

@@ -435,7 +435,7 @@ def test_25_10_store_config_names_every_bad_field(name):
                                          ("127.0.0.1", 70000)]}[type(default)]
     if name == "store_path_commit_log":            # any str is a path
         bad = [None, 1, b"/data/commitlog"]
-    if name == "message_delay_level":              # None: the broker's levels are not known (chapter 13)
+    if name == "message_delay_level":              # None: the broker's levels are not known (chapter 14)
         bad = [1, "sync", "5x", b"1s"]
     for value in bad:
         with pytest.raises(ConfigError, match=name):

@@ -94,7 +94,7 @@ def test_recover_needs_yes_and_then_writes(our_store):
 
 
 def default_levels(tmp_path) -> str:
-    "A broker.conf with RocketMQ's default delay levels: the vector store holds a delayed message (chapter 13)."
+    "A broker.conf with RocketMQ's default delay levels: the vector store holds a delayed message (chapter 14)."
     conf = tmp_path / "broker.conf"
     conf.write_text("messageDelayLevel = 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h\n")
     return str(conf)

@@ -1,5 +1,5 @@
 """Batch consume queues (RocketMQ 5.x's BatchConsumeQueue) on the `bcq` store RocketMQ wrote:
-read, verified, rebuilt byte for byte into batchconsumequeue/, never into consumequeue/ (chapter 13)."""
+read, verified, rebuilt byte for byte into batchconsumequeue/, never into consumequeue/ (chapter 14)."""
 import json, re, shutil, zlib
 from pathlib import Path
 import numpy as np
@@ -112,7 +112,7 @@ def test_damage_then_repair_or_recover_rebuilds_byte_identical(bcq, vectors5, da
     assert (root / BCQ_FILE).read_bytes() == _original(vectors5, BCQ_FILE)
     assert not (root / "consumequeue" / "BCQTopic").exists()
     if damage not in ("torn last record", "plain queue deleted"):
-        # the tear removed the plain topic's only record; without a consume-queue file left, chapter 12's
+        # the tear removed the plain topic's only record; without a consume-queue file left, chapter 13's
         # infer_config cannot know its size (300,000 units by default): not this test's business
         assert (root / PLAIN_FILE).read_bytes() == _original(vectors5, PLAIN_FILE)
     assert main(["verify", str(root)]) == 0

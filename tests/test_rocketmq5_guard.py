@@ -91,7 +91,7 @@ def _break_lmq(root):
 @pytest.mark.parametrize("case,structure,breaks", [("bcq", "batch consume queues", _break_bcq),
                                                     ("lmq", "light message queues", _break_lmq)])
 def test_writing_refuses_batch_and_light_queues_it_cannot_keep(copy, case, structure, breaks):
-    "Maintained since chapter 13's sections 4 and 5 (their own tests check the rebuilt files), unless the root is odd."
+    "Maintained since chapter 14's sections 4 and 5 (their own tests check the rebuilt files), unless the root is odd."
     assert MAINTAINED[structure] and check_writable(copy(case, case + "-as-written"), StoreConfig.small(), "repair")
     root = copy(case)
     breaks(root)

@@ -1,4 +1,4 @@
-"""Light message queues and multi-dispatch (chapter 13) on the store RocketMQ 5.x wrote with
+"""Light message queues and multi-dispatch (chapter 14) on the store RocketMQ 5.x wrote with
 enableLmq and enableMultiDispatch (book/data/rocketmq5/lmq): served, verified, kept and rebuilt
 byte for byte, and put again byte for byte."""
 import json, shutil, zlib

@@ -1,4 +1,4 @@
-"""Reading RocketMQ 5.x stores right (chapter 13, issue 26): compressed bodies handed out decompressed,
+"""Reading RocketMQ 5.x stores right (chapter 14, issue 26): compressed bodies handed out decompressed,
 the __CRC32# property checked by verify and (forceVerifyPropCRC) by recovery, and written by put."""
 import contextlib, hashlib, io, json, shutil, zlib
 from pathlib import Path

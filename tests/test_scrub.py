@@ -1,4 +1,4 @@
-"""mqstore.scrub (chapter 12): the streaming verifier reports what chapter 7's check_store reports,
+"""mqstore.scrub (chapter 13): the streaming verifier reports what chapter 7's check_store reports,
 on random and damaged stores, window sizes small enough to cut records; its memory does not grow
 with the store."""
 import itertools, os, random, shutil, subprocess, sys, tracemalloc

@@ -14,7 +14,7 @@ FORBIDDEN = re.compile("|".join([r"\.\./" + "shared", "shared" + "/vectors",
                                  *(name + r"\.md" for name in ("FORMATS", "DESIGN", "TOOLCHAIN"))]))
 TOP_DOCS = ("README.md", "CONTRIBUTING.md", "Makefile", "_config.yml", "_toc.yml", "pyproject.toml",
             "requirements.txt", "pytest.ini")
-CHAPTERS = ("03_record_format", "05_dispatch", "06_index", "12_real_stores")
+CHAPTERS = ("03_record_format", "05_dispatch", "06_index", "13_real_stores")
 
 
 def repo_files():
