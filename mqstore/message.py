@@ -929,7 +929,7 @@ def _fill_row(out, i, buf, pos):
 _SCAN_INT_COLUMNS = ("total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "commit_log_offset",
                      "sys_flag", "born_timestamp", "born_port", "store_timestamp", "store_port",
                      "reconsume_times", "prepared_transaction_offset")
-_COMPILED = []                      # [mqstore.accel or None], once looked up
+_COMPILED = []                      # [mqstore.fast.kernels or None], once looked up
 
 def compiled_kernels():
     "The compiled kernels (`mqstore.accel`), or None: numba or isal missing, or MQSTORE_ACCEL=0."
@@ -937,7 +937,7 @@ def compiled_kernels():
         return None
     if not _COMPILED:
         try:
-            from mqstore import accel
+            from mqstore.fast import kernels as accel
         except ImportError:
             accel = None
         _COMPILED.append(accel)

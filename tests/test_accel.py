@@ -1,4 +1,4 @@
-"""The compiled kernels (mqstore.accel, numba) against the numpy path and the reference walk:
+"""The compiled kernels (mqstore.fast.kernels, numba) against the numpy path and the reference walk:
 scan_segment, decode_segment_batch and the fused scan_decode_segment give the same rows, stops,
 reasons, topics, tags codes and index keys on random logs (every host layout, non-ASCII topics,
 tags and keys, duplicate properties, delayed messages) and on damaged ones; small chunks and a
@@ -149,7 +149,7 @@ def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hash
 def _kernel_crc():
     "A compiled function calling the kernels' CRC, as they do."
     from numba import njit
-    from mqstore.accel import _crc32
+    from mqstore.fast.kernels import _crc32
 
     @njit(cache=False)
     def crc(buf, init):
