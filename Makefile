@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUIET := grep -v -e "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: install export outputs html book test test-fast bench clean
+.PHONY: install export outputs html book test test-reference test-fast bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -31,9 +31,14 @@ html: install
 
 book: export html
 
+# the whole suite twice: with the fast paths (chapter 10), then the reference engine alone
 test: install
 	$(MAKE) html
 	$(PY) -m pytest
+	MQSTORE_ACCEL=0 $(PY) -m pytest
+
+test-reference: install
+	MQSTORE_ACCEL=0 $(PY) -m pytest
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not browser" -x
