@@ -4,7 +4,7 @@
 __all__ = ['PARTS', 'PART_COLORS', 'SIDE_COLORS', 'part_of', 'top_functions', 'stage_total', 'draw_profile', 'draw_stage_times',
            'draw_replacements']
 
-# %% ../../book/10_making_it_fast.ipynb #ea0645d4
+# %% ../../book/10_making_it_fast.ipynb #5f7f9c77
 import pstats
 import matplotlib.pyplot as plt
 from pathlib import Path
@@ -31,7 +31,7 @@ def top_functions(profile, n: int = 6) -> list:
             rows.append((f"{Path(filename).stem}.{name}", part, tt, nc))
     return sorted(rows, key=lambda r: -r[2])[:n]
 
-# %% ../../book/10_making_it_fast.ipynb #c8a3847b
+# %% ../../book/10_making_it_fast.ipynb #659285a6
 def stage_total(profile) -> float:
     "Seconds the profile saw in its calling thread."
     return pstats.Stats(profile).total_tt
@@ -60,7 +60,7 @@ def draw_profile(profiles: dict, title: str, n: int = 6):
     fig.tight_layout()
     return fig
 
-# %% ../../book/10_making_it_fast.ipynb #5307e3e5
+# %% ../../book/10_making_it_fast.ipynb #6dc9116b
 SIDE_COLORS = {"reference": "#E69F00", "fast paths on": "#0072B2"}
 
 def draw_stage_times(times: dict, stages: list):
@@ -84,19 +84,21 @@ def draw_stage_times(times: dict, stages: list):
 draw_stage_times(TIMES, STAGES)
 plt.show()
 
-# %% ../../book/10_making_it_fast.ipynb #00dfcf20
+# %% ../../book/10_making_it_fast.ipynb #f875a171
 def draw_replacements(table: dict, fast_modules: dict):
     "One row per reference function, grouped by fast module; an empty table draws the modules alone."
     groups = {fm: [] for fm in sorted(set(fast_modules.values()))}
     for name, fast in sorted(table.items()):
-        ref_module = max((m for m in fast_modules if name.startswith(m + ".")), key=len)
-        groups[fast_modules[ref_module]].append((name, f"{fast.__module__}.{fast.__qualname__}"))
+        ref_module = max((m for m in fast_modules if name.startswith(m + ".")), key=len, default=None)
+        where = getattr(fast, "__module__", None)
+        group = where if where in groups else fast_modules.get(ref_module, "elsewhere")
+        groups.setdefault(group, []).append((name, f"{where}.{getattr(fast, '__qualname__', fast)}"))
     rows = sum(max(1, len(v)) + 1 for v in groups.values())
     fig, ax = plt.subplots(figsize=(9, 0.26 * rows + 0.5))
     ax.set_xlim(0, 1); ax.set_ylim(rows, 0); ax.axis("off")
     y, colors = 0, ["#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#D55E00", "#0072B2"]
     for i, (fm, pairs) in enumerate(groups.items()):
-        sources = sorted(m for m, f in fast_modules.items() if f == fm)
+        sources = sorted(m for m, f in fast_modules.items() if f == fm) or ["?"]
         ax.text(0, y + 0.5, f"{fm}  (for {', '.join(sources)})", fontsize=9, weight="bold",
                 color=colors[i % len(colors)], va="center")
         y += 1
