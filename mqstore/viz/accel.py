@@ -4,7 +4,7 @@
 __all__ = ['PARTS', 'PART_COLORS', 'SIDE_COLORS', 'part_of', 'top_functions', 'stage_total', 'draw_profile', 'draw_stage_times',
            'draw_replacements']
 
-# %% ../../book/10_making_it_fast.ipynb #5f7f9c77
+# %% ../../book/10_making_it_fast.ipynb #444fe7a2
 import pstats
 import matplotlib.pyplot as plt
 from pathlib import Path
@@ -31,7 +31,7 @@ def top_functions(profile, n: int = 6) -> list:
             rows.append((f"{Path(filename).stem}.{name}", part, tt, nc))
     return sorted(rows, key=lambda r: -r[2])[:n]
 
-# %% ../../book/10_making_it_fast.ipynb #659285a6
+# %% ../../book/10_making_it_fast.ipynb #f2e0a9f3
 def stage_total(profile) -> float:
     "Seconds the profile saw in its calling thread."
     return pstats.Stats(profile).total_tt
@@ -60,7 +60,7 @@ def draw_profile(profiles: dict, title: str, n: int = 6):
     fig.tight_layout()
     return fig
 
-# %% ../../book/10_making_it_fast.ipynb #6dc9116b
+# %% ../../book/10_making_it_fast.ipynb #de749432
 SIDE_COLORS = {"reference": "#E69F00", "fast paths on": "#0072B2"}
 
 def draw_stage_times(times: dict, stages: list):
@@ -84,7 +84,7 @@ def draw_stage_times(times: dict, stages: list):
 draw_stage_times(TIMES, STAGES)
 plt.show()
 
-# %% ../../book/10_making_it_fast.ipynb #f875a171
+# %% ../../book/10_making_it_fast.ipynb #7a217241
 def draw_replacements(table: dict, fast_modules: dict):
     "One row per reference function, grouped by fast module; an empty table draws the modules alone."
     groups = {fm: [] for fm in sorted(set(fast_modules.values()))}
