@@ -153,6 +153,7 @@
     topicIn.addEventListener("input", update);
     keyIn.addEventListener("input", update);
     update();
+    root.mqxData = data;                 // what the page was fed, for tests and the curious
     root.dataset.ready = "1";
   };
 })();

@@ -139,6 +139,7 @@
     segSel.addEventListener("change", render);
     fieldSel.addEventListener("change", function () { highlight(fieldSel.value); });
     render();
+    root.mqxData = data;                 // what the page was fed, for tests and the curious
     root.dataset.ready = "1";
   };
 })();
