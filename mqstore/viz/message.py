@@ -182,9 +182,11 @@ def explorer_html(kind: str, script: str, data: dict):
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
     eid = f"mqx-{kind}-{next(_SHOWN)}"
     call = {"record-inspector": "recordInspector", "index-chain": "indexChain"}[kind]
+    # its own div: the one beside the running script (an output shown twice repeats the id)
+    find = (f'(document.currentScript && document.currentScript.parentNode.querySelector("#{eid}"))'
+            f' || document.getElementById("{eid}")')
     return HTML(f'<div id="{eid}" class="mqx mqx-{kind}"></div>\n<style>{css}</style>\n'
-                f'<script>\n{js}\nwindow.mqstoreExplorers.{call}(document.getElementById("{eid}"), {payload});\n'
-                '</script>')
+                f'<script>\n{js}\nwindow.mqstoreExplorers.{call}({find}, {payload});\n</script>')
 
 # %% ../../book/03_record_format.ipynb #84d1e1a2
 _ATTR = dict(zip(FIELD_NAMES, ("total_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset",

@@ -35,6 +35,9 @@
     for (var i = from; i < from + n; i++) out.push((bytes[i] < 16 ? "0" : "") + bytes[i].toString(16));
     return out.join("");
   }
+  function entryHex(bytes, at) {          // keyHash, phyOffset, timeDiff, prev
+    return [hex(bytes, at, 4), hex(bytes, at + 4, 8), hex(bytes, at + 12, 4), hex(bytes, at + 16, 4)].join(" ");
+  }
 
   X.indexFile = function (data) {
     var raw = X.b64bytes(data.b64), bytes = new Uint8Array(data.file_size);
@@ -52,7 +55,7 @@
     f.entry = function (n) {
       var at = f.entriesAt + n * ENTRY;
       return {n: n, at: at, hash: dv.getInt32(at), phy: dv.getBigInt64(at + 4), diff: dv.getInt32(at + 12),
-              prev: dv.getInt32(at + 16), hex: hex(bytes, at, ENTRY)};
+              prev: dv.getInt32(at + 16), hex: entryHex(bytes, at)};
     };
     /* select_phy_offsets(keyHash, 0, 2**62): the entries visited, the offsets found, why the walk ended */
     f.walk = function (keyHash) {
@@ -135,8 +138,8 @@
         if (entCells[e.n]) entCells[e.n].classList.add(e.match ? "mqx-match" : "mqx-collide");
         var tr = el("tr", e.match ? "mqx-match" : "mqx-collide");
         [i + 1, e.n, e.at, e.hex, e.hash, e.phy.toString(), e.diff, e.prev,
-         e.match ? "hash matches: offset collected" : "another key, same slot: skipped"].forEach(function (v) {
-          tr.appendChild(el("td", "", String(v)));
+         e.match ? "match: collected" : "other key: skipped"].forEach(function (v, j) {
+          tr.appendChild(el("td", j === 3 ? "mqx-hex" : "", String(v)));
         });
         table.appendChild(tr);
       });

@@ -133,7 +133,7 @@
       show(+i);
     });
     byteIn.addEventListener("input", function () {
-      if (byteIn.value === "") return;
+      if (byteIn.value === "") { pinned = -1; return; }      // back to following the pointer
       pinned = +byteIn.value; show(pinned);
     });
     segSel.addEventListener("change", render);
