@@ -324,6 +324,10 @@ def test_the_stored_output_runs_as_jupyterlab_shows_it(browser, chapter, call, s
     })""", html)                                  # twice: a notebook may show the same output again
     roots = page.locator(selector)
     assert roots.count() == 2
+    assert "explorer starts when its script runs" not in roots.first.inner_text()
+    page.evaluate("html => { const d = document.createElement('div'); d.id = 'untrusted';"
+                  " d.innerHTML = html; document.body.appendChild(d); }", html)   # scripts not run
+    assert "explorer starts when its script runs" in page.locator("#untrusted").inner_text()
     for k in range(2):
         root = roots.nth(k)
         assert root.get_attribute("data-ready") == "1"

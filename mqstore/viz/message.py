@@ -185,7 +185,8 @@ def explorer_html(kind: str, script: str, data: dict):
     # its own div: the one beside the running script (an output shown twice repeats the id)
     find = (f'(document.currentScript && document.currentScript.parentNode.querySelector("#{eid}"))'
             f' || document.getElementById("{eid}")')
-    return HTML(f'<div id="{eid}" class="mqx mqx-{kind}"></div>\n<style>{css}</style>\n'
+    note = "The explorer starts when its script runs (in JupyterLab: run the cell, or trust the notebook)."
+    return HTML(f'<div id="{eid}" class="mqx mqx-{kind}">{note}</div>\n<style>{css}</style>\n'
                 f'<script>\n{js}\nwindow.mqstoreExplorers.{call}({find}, {payload});\n</script>')
 
 # %% ../../book/03_record_format.ipynb #84d1e1a2

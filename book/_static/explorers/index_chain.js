@@ -89,6 +89,7 @@
 
   X.indexChain = function (root, data) {
     var el = X.el, f = X.indexFile(data);
+    root.textContent = "";                    // the note shown until the script runs
     var controls = el("div", "mqx-controls");
     var topicIn = el("input", "mqx-topic"), keyIn = el("input", "mqx-key");
     topicIn.value = data.topic; keyIn.value = data.key;

@@ -22,6 +22,7 @@
 
   X.recordInspector = function (root, data) {
     var el = X.el, WIDTH = 32;
+    root.textContent = "";                    // the note shown until the script runs
     var controls = el("div", "mqx-controls");
     var segSel = el("select", "mqx-segment"), fieldSel = el("select", "mqx-field");
     var byteIn = el("input", "mqx-byte");
