@@ -242,13 +242,16 @@ def inspector_lookup(records, i: int) -> tuple:
 # %% ../../book/03_record_format.ipynb #2f6053dc
 def inspector_data(segments: dict) -> dict:
     "What the record inspector is fed: each segment file's bytes and its walk, the field names and colours."
-    segs = []
+    segs, names = [], list(FIELD_NAMES)
     for name, path in segments.items():
         buf = Path(path).read_bytes()
-        segs.append(dict(name=name, size=len(buf), b64=base64.b64encode(buf).decode(),
-                         records=inspector_records(buf)))
+        records = inspector_records(buf)
+        for r in records:                    # a field's name as its number in `names` (a smaller page)
+            names += [f[0] for f in r["fields"] if f[0] not in names]
+            r["fields"] = [[names.index(f[0]), *f[1:]] for f in r["fields"]]
+        segs.append(dict(name=name, size=len(buf), b64=base64.b64encode(buf).decode(), records=records))
     colors = {f: GROUPS[g] for f, g in _FIELD_GROUP.items()}
-    return dict(segments=segs, field_names=list(FIELD_NAMES), colors=colors,
+    return dict(segments=segs, names=names, field_names=list(FIELD_NAMES), colors=colors,
                 groups=[[g, c[0]] for g, c in GROUPS.items()])
 
 def record_inspector(segments: dict):

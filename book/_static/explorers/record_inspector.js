@@ -1,6 +1,7 @@
 /* mqstore record inspector (chapter 3). Written for the book; no library, no network.
    data = {segments: [{name, size, b64, records: [{start, size, status, reason,
-           fields: [[name, offset in record, length, value]]}]}], colors: {field: [background, text]},
+           fields: [[number of its name in names, offset in record, length, value]]}]}], names,
+           field_names (RocketMQ's, for the chooser), colors: {field: [background, text]},
            groups: [[group, background]]}
    Everything shown comes from `data`: the bytes of a segment file and the engine's answers for them. */
 (function () {
@@ -56,7 +57,7 @@
     function describe(i) {
       var o = owner[i], r = seg.records[o[0]], f = r.fields[o[1]];
       return {record: o[0], status: r.status, reason: r.reason, start: r.start, size: r.size,
-              field: f[0], offset: f[1], length: f[2], value: String(f[3])};
+              field: data.names[f[0]], offset: f[1], length: f[2], value: String(f[3])};
     }
     function show(i) {
       if (current >= 0 && spans[current]) spans[current].classList.remove("mqx-cur");
@@ -80,7 +81,7 @@
       var n = 0, recs = 0;
       seg.records.forEach(function (r, ri) {
         r.fields.forEach(function (f, fi) {
-          var on = name !== "" && f[0] === name;
+          var on = name !== "" && data.names[f[0]] === name;
           if (on) recs++;
           for (var k = 0; k < f[2]; k++) {
             var s = spans[r.start + f[1] + k];
@@ -110,7 +111,7 @@
         }
         var s = el("span", "mqx-b", hex2(bytes[i])), o = owner[i], r = seg.records[o[0]], f = r.fields[o[1]];
         s.dataset.i = i;
-        var c = data.colors[f[0]];
+        var c = data.colors[data.names[f[0]]];
         if (r.status === "TORN") s.classList.add("mqx-torn");
         else if (c) { s.style.background = c[0]; s.style.color = c[1]; }
         else if (r.status === "BLANK") s.classList.add("mqx-filler");
