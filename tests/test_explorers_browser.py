@@ -1,0 +1,341 @@
+"""The book's live explorers, driven in a real browser: headless Chromium (the system's
+/usr/bin/chromium) under Playwright for Python, on the built pages opened from `_build/html` by
+file:// URLs.
+
+* Record inspector (chapter 3): point at bytes, type an offset, choose a field, switch to the torn
+  file; what the page names (record, status, field, offset, length, value) must be what the engine
+  answers for the same bytes (`check_record`, `record_fields`, `decode_record`).
+* Index chain follower (chapter 6): type keys and topics; the hash, slot, chain and offsets the
+  page shows must be what `index_key_hash`, `chain_of` and `IndexFile.select_phy_offsets` give
+  on the same file; the page's hash is also checked on its own against `index_key_hash`.
+
+Every page must log no console error and make no request that is not file:// (or data:).
+Screenshots of each explorer in a few states go to `_build/screenshots/explorers/`.
+
+Needs `make html` first (`make test` does it); MQSTORE_BOOK_HTML may name another built book
+(a scratch build with only some chapters). Without Chromium, Playwright or a built book the test
+skips with the reason, except under CI, where it must run."""
+import os, random, shutil, tempfile
+from pathlib import Path
+
+import pytest
+
+from mqstore.index import IndexFile, build_key, index_key_hash
+from mqstore.message import FIELD_NAMES, RecordStatus, check_record, decode_record, record_fields
+from mqstore.viz.index import chain_of
+from mqstore.viz.message import field_value
+from mqstore.vectors import rocketmq_vectors
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = Path(os.environ.get("MQSTORE_BOOK_HTML", ROOT / "_build" / "html"))
+SHOTS = ROOT / "_build" / "screenshots" / "explorers"
+CHROMIUM = "/usr/bin/chromium"
+LOCAL = ("file:", "data:", "blob:", "about:")
+
+pytestmark = pytest.mark.browser
+
+
+def _need(condition, reason):
+    if not condition:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    _need(exe, "headless Chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _need(False, "Playwright for Python is not installed (pip install playwright)")
+    _need((HTML / "book" / "03_record_format.html").exists() and (HTML / "book" / "06_index.html").exists(),
+          f"the book is not built in {HTML} (run `make html`)")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+class Page:
+    "A chapter's built page, with every console error and every request that leaves the page recorded."
+
+    def __init__(self, browser, chapter, selector):
+        self.page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        self.errors, self.outside = [], []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        self.page.on("request", lambda r: None if r.url.startswith(LOCAL) else self.outside.append(r.url))
+        self.page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(LOCAL)
+                        else route.abort())                        # recorded above, never fetched
+        self.page.goto((HTML / "book" / f"{chapter}.html").as_uri())
+        self.page.wait_for_load_state("load")
+        self.root = self.page.locator(selector)
+        assert self.root.count() == 1, f"{chapter}: {self.root.count()} explorers {selector}"
+        self.root.scroll_into_view_if_needed()
+        assert self.root.get_attribute("data-ready") == "1", f"{chapter}: the explorer did not start"
+        self.id = self.root.get_attribute("id")
+
+    def data(self):
+        return self.root.evaluate("el => el.mqxData")
+
+    def shot(self, name):
+        path = SHOTS / f"{name}.png"
+        self.page.evaluate("window.scrollTo(0, window.scrollY)")
+        self.root.evaluate("el => el.scrollIntoView({block: 'start', inline: 'start'})")
+        self.root.screenshot(path=str(path))
+        assert path.stat().st_size > 5_000, path
+
+    def clean(self):
+        assert not self.errors, f"console errors: {self.errors}"
+        assert not self.outside, f"requests that leave the page: {self.outside}"
+        self.page.close()
+
+
+def _bytes(seg):
+    import base64
+    return base64.b64decode(seg["b64"])
+
+
+def _engine_field(buf, i):
+    "What the engine says about byte i of a segment walked from 0: (record, status, field, offset, length, value)."
+    pos, k = 0, 0
+    while True:
+        r = check_record(buf, pos, check_crc=True, read_body=True)
+        if r.ok and i >= pos + r.size:
+            pos, k = pos + r.size, k + 1
+            continue
+        if not r.ok:
+            return k, r.status.name, None, None, None, None
+        layout = record_fields(buf, pos)
+        sizes = {name: size for name, _, size in layout}
+        for name, off, size in layout:
+            if pos + off <= i < pos + off + size:
+                return k, "OK", name, off, size, field_value(decode_record(buf, pos), name, sizes)
+
+
+def _panel(page):
+    return page.root.locator(".mqx-panel").evaluate("p => Object.assign({}, p.dataset)")
+
+
+# ------------------------------------------------------------------ chapter 3: the record inspector
+
+@pytest.fixture(scope="module")
+def inspector(browser):
+    p = Page(browser, "03_record_format", ".mqx-record-inspector")
+    yield p
+    p.clean()
+
+
+def test_inspector_names_the_field_under_every_pointed_byte(inspector):
+    p = inspector
+    seg = p.data()["segments"][0]
+    buf = _bytes(seg)
+    p.shot("record_inspector_start")
+    walked = [(pos, r.size) for pos, r in _walk(buf)]
+    targets = set()
+    for pos, size in walked:                                    # the first and last byte of every field
+        if check_record(buf, pos).ok:
+            for _, off, n in record_fields(buf, pos):
+                targets |= {pos + off, pos + off + max(n, 1) - 1}
+    targets = sorted(t for t in targets if t < len(buf))
+    rng = random.Random(3)
+    for i in targets[::3] + rng.sample(range(len(buf)), 12):
+        p.page.hover(f"#{p.id} .mqx-b[data-i='{i}']")
+        shown = _panel(p)
+        k, status, field, off, size, value = _engine_field(buf, i)
+        assert (int(shown["record"]), shown["status"]) == (k, status), i
+        if status == "OK":
+            assert (shown["field"], int(shown["offset"]), int(shown["length"]), shown["value"]) == \
+                   (field, off, size, value), i
+    ipv6 = next(pos for pos, r in _walk(buf) if r.ok and ":" in r.message.born_host[0])
+    p.page.hover(f"#{p.id} .mqx-b[data-i='{ipv6 + 50}']")
+    assert _panel(p)["field"] == "BORNHOST" and int(_panel(p)["length"]) == 20
+    p.root.locator(".mqx-byte").fill(str(ipv6 + 50))           # pinned: the shot keeps this byte
+    p.shot("record_inspector_ipv6_born_host")
+    p.root.locator(".mqx-byte").fill("")
+    p.page.hover(f"#{p.id} .mqx-b[data-i='0']")
+    assert _panel(p)["field"] == "TOTALSIZE"                    # following the pointer again
+
+
+def _walk(buf):
+    pos = 0
+    while pos < len(buf):
+        r = check_record(buf, pos)
+        yield pos, r
+        if not r.ok:
+            return
+        pos += r.size
+
+
+def test_inspector_typed_offset_and_the_blank(inspector):
+    p = inspector
+    buf = _bytes(p.data()["segments"][0])
+    *_, (blank_at, blank) = _walk(buf)
+    assert blank.status is RecordStatus.BLANK
+    for i, want in ((blank_at, "TOTALSIZE"), (blank_at + 5, "MAGICCODE"), (len(buf) - 1, "(blank: never read)")):
+        p.root.locator(".mqx-byte").fill(str(i))
+        shown = _panel(p)
+        assert (int(shown["byte"]), shown["status"], shown["field"]) == (i, "BLANK", want)
+    assert int(_panel(p)["record"]) == len(list(_walk(buf))) - 1
+    p.shot("record_inspector_blank")
+    p.root.locator(".mqx-byte").fill("")
+
+
+@pytest.mark.parametrize("field", ["BORNHOST", "TOPIC", "PHYSICALOFFSET"])
+def test_inspector_highlights_a_field_in_every_record(inspector, field):
+    p = inspector
+    p.root.locator(".mqx-segment").select_option("0")
+    buf = _bytes(p.data()["segments"][0])
+    p.root.locator(".mqx-field").select_option(field)
+    want = set()
+    records = 0
+    for pos, r in _walk(buf):
+        if r.ok:
+            records += 1
+            (off, size), = [(o, n) for name, o, n in record_fields(buf, pos) if name == field]
+            want |= set(range(pos + off, pos + off + size))
+    lit = set(p.root.locator(".mqx-b.mqx-hl").evaluate_all("els => els.map(e => +e.dataset.i)"))
+    assert lit == want
+    summary = p.root.locator(".mqx-summary")
+    assert (int(summary.get_attribute("data-records")), int(summary.get_attribute("data-bytes"))) == (records, len(want))
+    if field == "BORNHOST":
+        p.shot("record_inspector_field_BORNHOST")
+    p.root.locator(".mqx-field").select_option("")
+    assert p.root.locator(".mqx-b.mqx-hl").count() == 0
+
+
+def test_inspector_shows_the_torn_record(inspector):
+    p = inspector
+    segs = p.data()["segments"]
+    (k, torn), = [(k, s) for k, s in enumerate(segs) if s["name"].startswith("torn")]
+    p.root.locator(".mqx-segment").select_option(str(k))
+    buf = _bytes(torn)
+    assert p.root.locator(".mqx-b").count() == len(buf)
+    *_, (at, last) = _walk(buf)
+    assert last.status is RecordStatus.TORN
+    torn_bytes = p.root.locator(".mqx-b.mqx-torn").evaluate_all("els => els.map(e => +e.dataset.i)")
+    assert torn_bytes == list(range(at, len(buf)))
+    p.page.hover(f"#{p.id} .mqx-b[data-i='{len(buf) - 1}']")
+    shown = _panel(p)
+    assert shown["status"] == "TORN" and int(shown["record"]) == len(list(_walk(buf))) - 1
+    assert last.reason in p.root.locator(".mqx-panel").inner_text()
+    p.root.locator(".mqx-byte").fill(str(len(buf) - 1))
+    p.shot("record_inspector_torn")
+    p.root.locator(".mqx-byte").fill("")
+    p.root.locator(".mqx-segment").select_option("0")
+
+
+def test_inspector_fields_are_rocketmqs(inspector):
+    names = set(inspector.data()["field_names"])
+    assert names == set(FIELD_NAMES)
+
+
+# ------------------------------------------------------------------ chapter 6: the index chain follower
+
+@pytest.fixture(scope="module")
+def follower(browser):
+    p = Page(browser, "06_index", ".mqx-index-chain")
+    d = p.data()
+    raw = _bytes(d)
+    raw += bytes(d["file_size"] - len(raw))
+    assert raw == (rocketmq_vectors() / "index.bin").read_bytes(), "the page holds another file than RocketMQ's"
+    folder = Path(tempfile.mkdtemp(prefix="mqstore-explorer-"))
+    (folder / "index").write_bytes(raw)
+    f = IndexFile(folder / "index", d["slot_num"], d["index_num"], read_only=True)
+    yield p, f
+    f.close()
+    shutil.rmtree(folder)
+    p.clean()
+
+
+KEYS = [("TopicTest", "seq-2"), ("TopicTest", "tx-1"), ("TopicTest", "nope"), ("TopicTest", "missing"),
+        ("主题测试", "键1"), ("TopicTest", "🚀key"), ("TopicTest", "k4096"), ("TopicTest", "user-42"),
+        ("TopicTest", "Aa"), ("OtherTopic", "seq-2"), ("", "")]
+
+
+@pytest.mark.parametrize("topic,key", KEYS)
+def test_follower_walks_the_chain_the_engine_walks(follower, topic, key):
+    p, f = follower
+    p.root.locator(".mqx-topic").fill(topic)
+    p.root.locator(".mqx-key").fill(key)
+    h = index_key_hash(build_key(topic, key))
+    shown = p.root.evaluate("el => Object.assign({}, el.dataset)")
+    chain = chain_of(f, h)
+    offsets = f.select_phy_offsets(h, 0, 2**62)
+    assert int(shown["hash"]) == h and int(shown["slot"]) == h % f.slot_num
+    assert int(shown["head"]) == f.slot_value(h)
+    assert shown["chain"] == ",".join(map(str, chain))
+    assert shown["matches"] == ",".join(str(n) for n in chain if f.entry(n)[0] == h)
+    assert shown["offsets"] == ",".join(map(str, offsets))
+    rows = p.root.locator("table.mqx-steps tr")
+    assert rows.count() == len(chain) + 1
+    assert p.root.locator(".mqx-entries .mqx-match").count() == len([n for n in chain if f.entry(n)[0] == h])
+    assert p.root.locator(".mqx-slots .mqx-slot").count() == 1
+    result = p.root.locator(".mqx-result").inner_text()
+    assert (f"found {len(offsets)} offset" in result) if offsets else result.startswith("no entry found")
+    if (topic, key) in {("TopicTest", "seq-2"), ("TopicTest", "tx-1"), ("TopicTest", "nope"), ("TopicTest", "missing")}:
+        p.shot(f"index_chain_{key}")
+
+
+def test_follower_hash_is_javas(follower):
+    p, _ = follower
+    rng = random.Random(29)
+    alphabet = "aAbB09#-_ .é主题键🚀\U0001F600zZ"
+    strings = ["", "polygenelubricants", "Aa", "BB", "TopicTest#seq-2", "主题测试#键1", "TopicTest#🚀key",
+               "GydZG_", "a" * 300] + ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+                                      for _ in range(300)]
+    got = p.page.evaluate("ss => ss.map(s => [window.mqstoreExplorers.javaStringHash(s),"
+                          " window.mqstoreExplorers.indexKeyHash(s)])", strings)
+    from mqstore.message import java_string_hash
+    assert [g[0] for g in got] == [java_string_hash(s) for s in strings]
+    assert [g[1] for g in got] == [index_key_hash(s) for s in strings]
+    assert got[1] == [-2**31, 0]                 # Integer.MIN_VALUE: abs stays negative, RocketMQ uses 0
+
+
+# ------------------------------------------------------------------ the same outputs in a notebook front-end
+
+def _stored_html(chapter, call):
+    import json
+    nb = json.loads((ROOT / "book" / f"{chapter}.ipynb").read_text())
+    (html,) = ["".join(o["data"]["text/html"]) for c in nb["cells"] if c["cell_type"] == "code"
+               and call in "".join(c["source"]) for o in c["outputs"] if "text/html" in o.get("data", {})]
+    return html
+
+
+@pytest.mark.parametrize("chapter,call,selector", [("03_record_format", "record_inspector(", ".mqx-record-inspector"),
+                                                   ("06_index", "chain_follower(", ".mqx-index-chain")])
+def test_the_stored_output_runs_as_jupyterlab_shows_it(browser, chapter, call, selector):
+    """JupyterLab puts a trusted text/html output into the page with innerHTML, then replaces each
+    <script> by a new one with the same text so that it runs: the same here, on a blank page."""
+    page = browser.new_page()
+    errors, outside = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    page.on("request", lambda r: None if r.url.startswith(LOCAL) else outside.append(r.url))
+    page.set_content("<div class='jp-OutputArea-output'></div><div class='jp-OutputArea-output'></div>")
+    html = _stored_html(chapter, call)
+    page.evaluate("""html => document.querySelectorAll('.jp-OutputArea-output').forEach(host => {
+        host.innerHTML = html;
+        host.querySelectorAll('script').forEach(old => {
+            const s = document.createElement('script'); s.text = old.text; old.replaceWith(s); });
+    })""", html)                                  # twice: a notebook may show the same output again
+    roots = page.locator(selector)
+    assert roots.count() == 2
+    assert "explorer starts when its script runs" not in roots.first.inner_text()
+    page.evaluate("html => { const d = document.createElement('div'); d.id = 'untrusted';"
+                  " d.innerHTML = html; document.body.appendChild(d); }", html)   # scripts not run
+    assert "explorer starts when its script runs" in page.locator("#untrusted").inner_text()
+    for k in range(2):
+        root = roots.nth(k)
+        assert root.get_attribute("data-ready") == "1"
+        if chapter == "06_index":
+            root.locator(".mqx-key").fill("tx-1")
+            assert root.get_attribute("data-offsets") == "5040,4839"
+        else:
+            root.locator(".mqx-byte").fill("36")
+            assert root.locator(".mqx-panel").evaluate("p => p.dataset.field") == "SYSFLAG"
+    assert not errors and not outside, (errors, outside)
+    page.close()
