@@ -14,7 +14,10 @@ from mqstore.errors import MessageError, MessageTooLargeError
 from mqstore.message import Message, encode_message, stamp_record, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from mqstore.fast.records import compiled_kernels
 
-pytestmark = pytest.mark.skipif(compiled_kernels() is None, reason="needs the compiled kernels")
+_switch.append(True)                            # whether they exist, whatever MQSTORE_ACCEL says
+_KERNELS = compiled_kernels()
+_switch.pop()
+pytestmark = pytest.mark.skipif(_KERNELS is None, reason="needs the compiled kernels")
 TS = 1_700_000_000_123
 PATHS = ("single", "compiled", "python")
 
@@ -190,7 +193,11 @@ def test_a_transient_segment_takes_the_scratch_buffer(tmp_path):
     out = []
     for cls in (MappedFile, TransientMappedFile):
         mf = cls.create(tmp_path / cls.__name__, 0, 1 << 16)
-        _write_columns(log, mf, cols, 0, 40, queue_offsets, offsets, TS)
+        _switch.append(True)                    # the compiled writer, whatever MQSTORE_ACCEL says
+        try:
+            _write_columns(log, mf, cols, 0, 40, queue_offsets, offsets, TS)
+        finally:
+            _switch.pop()
         assert mf.wrote_position == int(cols.sizes.sum())
         mf.commit()
         out.append(mf.read(0, mf.wrote_position))
