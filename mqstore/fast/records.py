@@ -8,6 +8,7 @@ __all__ = ['SCAN_DTYPE', 'HEADER_DTYPES', 'HEADER_V4_DTYPE', 'REPLACES', 'compil
 # %% ../../book/10a_fast_records.ipynb #ce1b845c
 """Chapter 10.1: fast versions of chapter 3's encoder and walk, and the whole-segment scan."""
 import functools, ipaddress, struct, zlib
+from itertools import repeat
 import numpy as np
 from .. import accel, message
 from ..errors import MessageError
@@ -240,7 +241,7 @@ def walk_records(buf, start: int = 0, end=None, check_crc: bool = True, stop_on_
     n = len(buf) if end is None else min(end, len(buf))
     cols, pos, status = _walk_columns(buf, start, n, check_crc, stop_on_bad_crc)
     fields = [cols[name].tolist() for name in RecordSpans._fields]
-    return list(map(RecordSpans, *fields)), pos, status
+    return list(map(tuple.__new__, repeat(RecordSpans), zip(*fields))), pos, status   # namedtuples, made in C
 
 
 # %% ../../book/10a_fast_records.ipynb #3056303e
