@@ -124,7 +124,7 @@ def body_crc_seconds(folder: Path, repeat: int) -> tuple[list, int, int]:
     """The limit of issue 18: `zlib.crc32` of every body separately over the records of the
     segments in `folder` (boundaries found beforehand, not timed). Returns (times, records, bytes)."""
     import mmap
-    from mqstore.message import scan_segment
+    from mqstore.fast.records import scan_segment
     maps, spans, records, nbytes = [], [], 0, 0
     for p in sorted(folder.iterdir()):
         with open(p, "rb") as f:

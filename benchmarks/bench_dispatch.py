@@ -21,7 +21,8 @@ from mqstore.config import StoreConfig
 from mqstore.consume_queue import ConsumeQueueStore
 from mqstore.dispatch import ReputService, decode_segment_batch, build_consume_queues_bulk
 from mqstore.index import IndexService, IndexFile, index_key_hashes, index_key_hash
-from mqstore.message import StoredMessage, encode_record, encode_blank, scan_segment, patch_record
+from mqstore.message import StoredMessage, encode_record, encode_blank, patch_record
+from mqstore.fast.records import scan_segment
 
 N = int(1_000_000 * scale())
 N_SLOW = max(1000, N // 20)

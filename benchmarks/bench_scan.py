@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (GIB, body_crc_seconds, goal, load, mix_count, mix_messages, mix_stream, report, repeats,
                      scale, segment_size, spread, write_mix_segments)
 
-from mqstore.message import StoredMessage, encode_record, patch_record, scan_segment
+from mqstore.message import StoredMessage, encode_record, patch_record
+from mqstore.fast.records import scan_segment
 
 SEGMENT = max(4 << 20, int((512 << 20) * scale()))
 RECORD = 1024

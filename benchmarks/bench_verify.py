@@ -38,7 +38,7 @@ def verify(root: Path) -> tuple[float, int, dict]:
 
 def baseline_rss() -> int:
     "Peak RSS of the same interpreter importing mqstore.cli and numpy and loading the compiled kernels (the floor)."
-    child = subprocess.run(COMMAND[:2] + [HWM + "import mqstore.cli, numpy, mqstore.message as m; m.compiled_kernels()"],
+    child = subprocess.run(COMMAND[:2] + [HWM + "import mqstore.cli, numpy, mqstore.fast.records as m; m.compiled_kernels()"],
                            capture_output=True, check=True)
     return child_hwm(child.stderr)
 

@@ -14,7 +14,8 @@ import numpy as np
 from .config import StoreConfig
 from .errors import NotAStoreError, PipelineError, SegmentNameError, StoreFileError
 from .mapped_file_queue import scan_segment_folder
-from .message import scan_segment, check_record, RecordStatus, TRANSACTION_ROLLBACK_TYPE
+from .message import check_record, RecordStatus, TRANSACTION_ROLLBACK_TYPE
+from .fast.records import scan_segment
 from .dispatch import scan_topic_ids
 
 
@@ -112,7 +113,8 @@ def _records(rows, keys) -> list:
     return [{k: _plain(v) for k, v in zip(keys, row)} for row in rows]
 
 # %% ../book/12_spark_pipeline.ipynb #a0d1e2f3
-from .message import scan_properties, PROPERTY_TAGS
+from .message import PROPERTY_TAGS
+from .fast.records import scan_properties
 from .transaction import HALF_TOPIC, OP_TOPIC, OP_TAG
 
 def op_offsets(buf, h, ids, topics) -> list:

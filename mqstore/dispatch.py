@@ -497,7 +497,7 @@ def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, k
         for r in np.flatnonzero(tags_wide).tolist():    # not ASCII: hash the decoded text (UTF-16)
             codes[r] = java_string_hash(str(mv[vs[0, r]:vs[0, r] + vl[0, r]], "utf-8", "replace"))
     if SCHEDULE_TOPIC in topics:                         # delayed messages carry their delivery time
-        from mqstore.message import scan_properties
+        from mqstore.fast.records import scan_properties
         rows = np.flatnonzero(ids == topics.index(SCHEDULE_TOPIC))
         props = scan_properties(buf, headers[rows])
         delays = _delay_rows(codes, headers, rows, props)
@@ -541,7 +541,7 @@ def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | No
     """Topics, tags codes, KEYS and UNIQ_KEY of every record of a `scan_segment` result, and the
     hashes of every index key. With `strings=False`, KEYS and UNIQ_KEY stay spans (no str per record).
     The compiled kernels run when available (see the excursion above), unless `compiled=False`."""
-    from mqstore.message import compiled_kernels
+    from mqstore.fast.records import compiled_kernels
     K = compiled_kernels() if compiled is not False else None
     batch = None if K is None else _decode_compiled(K, buf, headers, strings)
     if batch is not None:
@@ -550,7 +550,7 @@ def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | No
     spans = property_spans(buf, headers, (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
     codes = span_java_hashes(buf, *spans[PROPERTY_TAGS])
     if SCHEDULE_TOPIC in topics:             # delayed messages carry their delivery time instead
-        from mqstore.message import scan_properties
+        from mqstore.fast.records import scan_properties
         rows = np.flatnonzero(ids == topics.index(SCHEDULE_TOPIC))
         props = scan_properties(buf, headers[rows])
         delays = _delay_rows(codes, headers, rows, props)
@@ -631,7 +631,7 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
 # %% ../book/05_dispatch.ipynb #2b26426f
 def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc):
     "The fused kernel, chunk by chunk: (headers, where, why, decode columns, table), or None (too many topics)."
-    from mqstore.message import SCAN_DTYPE, _chunk_rows, _rows_from_columns
+    from mqstore.fast.records import SCAN_DTYPE, _chunk_rows, _rows_from_columns
     data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(1, np.uint8)
     table, parts, pos, why = _topic_table(), [], start, 3
     try:
@@ -661,7 +661,8 @@ def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_ba
                         end=None, strings: bool = False):
     """`scan_segment` and `decode_segment_batch` at once: (headers, end_pos, stop_status, batch).
     Compiled, one pass over each record while it is in the cache; without the kernels, the two calls."""
-    from mqstore.message import compiled_kernels, scan_segment, _walk
+    from mqstore.message import _walk
+    from mqstore.fast.records import compiled_kernels, scan_segment
     n = len(buf) if end is None else min(end, len(buf))
     K = compiled_kernels()
     got = None if K is None else (_walk(buf, start, n) if start < 0 else

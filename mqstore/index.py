@@ -494,7 +494,7 @@ def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> 
     m = len(h)
     if m == 0:
         return
-    from mqstore.message import compiled_kernels
+    from mqstore.fast.records import compiled_kernels
     if (K := compiled_kernels()) is not None:
         return _bulk_fill_compiled(K, f, h, phy, ts)
     count = f._count

@@ -14,20 +14,18 @@ __all__ = ['MESSAGE_MAGIC_CODE', 'MESSAGE_MAGIC_CODE_V2', 'BLANK_MAGIC_CODE', 'E
            'PROPERTY_INNER_BASE', 'PROPERTY_CRC32', 'KEY_SEPARATOR', 'NAME_VALUE_SEPARATOR',
            'PROPERTY_SEPARATOR', 'SCHEDULE_TOPIC', 'DEFAULT_DELAY_LEVELS', 'QUEUE_OFFSET_POSITION',
            'PHYSICAL_OFFSET_POSITION', 'SYSFLAG_POSITION', 'BORN_HOST_POSITION', 'MIN_RECORD_SIZE',
-           'FIELD_NAMES', 'SCAN_DTYPE', 'HEADER_DTYPES', 'HEADER_V4_DTYPE', 'transaction_type',
-           'compression_type', 'PropertyAccess', 'Message', 'StoredMessage', 'record_layout',
-           'store_timestamp_position', 'body_crc', 'java_length', 'choose_version', 'encode_properties',
-           'decode_properties', 'encode_record', 'pack_record', 'encode_message', 'patch_record',
-           'stamp_record', 'java_string_hash', 'tags_code', 'parse_delay_levels', 'cq_tags_code',
-           'create_message_id', 'decode_message_id', 'encode_blank', 'RecordStatus', 'CheckResult',
-           'check_record', 'decode_record', 'record_fields', 'compiled_kernels', 'scan_segment', 'header_ip',
-           'scan_topics', 'scan_properties', 'scan_tags_codes']
+           'FIELD_NAMES', 'transaction_type', 'compression_type', 'PropertyAccess', 'Message',
+           'StoredMessage', 'record_layout', 'store_timestamp_position', 'body_crc', 'java_length',
+           'choose_version', 'encode_properties', 'decode_properties', 'encode_record', 'encode_message',
+           'patch_record', 'stamp_record', 'java_string_hash', 'tags_code', 'parse_delay_levels',
+           'cq_tags_code', 'create_message_id', 'decode_message_id', 'encode_blank', 'RecordStatus',
+           'CheckResult', 'check_record', 'decode_record', 'record_fields', 'RecordSpans', 'walk_records']
 
 # %% ../book/03_record_format.ipynb #e003fa8e
-import functools, ipaddress, os, struct, zlib
+import functools, ipaddress, struct, zlib
 from dataclasses import dataclass, field
 from enum import Enum
-import numpy as np
+from .accel import accelerated
 from .errors import OffsetOutOfRangeError
 
 def _signed32(x: int) -> int:
@@ -241,16 +239,12 @@ def store_timestamp_position(sys_flag: int) -> int:
 from .errors import (MessageError, InvalidMessageError, InvalidTopicError, MessageTooLargeError,
                             PropertiesTooLongError, InvalidPropertyError, QueryError)
 
-@functools.lru_cache(maxsize=4096)
-def _packed_host(ip, port):
-    addr = ip if isinstance(ip, (ipaddress.IPv4Address, ipaddress.IPv6Address)) else ipaddress.ip_address(ip)
-    return addr.packed + struct.pack(">i", port), addr.version == 6
-
 def _pack_host(host, what: str):
-    "(ip, port) -> (address bytes + int32 port, is_ipv6); parsed once per distinct host."
+    "(ip, port) -> (address bytes + int32 port, is_ipv6)."
     try:
         ip, port = host
-        return _packed_host(ip, port)
+        addr = ip if isinstance(ip, (ipaddress.IPv4Address, ipaddress.IPv6Address)) else ipaddress.ip_address(ip)
+        return addr.packed + struct.pack(">i", port), addr.version == 6
     except (ValueError, TypeError, struct.error) as e:
         raise InvalidMessageError(f"{what} {host!r} is not an (ip, port) pair: {e}") from None
 
@@ -374,23 +368,18 @@ def _checked_parts(msg, version: int, max_body_size: int):
     props = encode_properties(msg.properties)
     for name, bits in _INT_FIELDS:
         v = getattr(msg, name)
-        if not isinstance(v, int) or not -(1 << bits - 1) <= v < 1 << bits - 1:
+        if not hasattr(type(v), "__index__") or not -(1 << bits - 1) <= v < 1 << bits - 1:   # int, bool, numpy ints
             raise InvalidMessageError(f"{name} = {v!r:.40} does not fit a signed {bits}-bit field")
     return topic, body, props
 
 # %% ../book/03_record_format.ipynb #bc66e7fa
+@accelerated
 def encode_record(msg, *, version=None, max_body_size: int = MAX_MESSAGE_SIZE) -> bytes:
     """Encode a StoredMessage (or anything with its attributes) as a commit-log record.
 
     `version` None picks it from the topic (`choose_version`); total size, magic, body CRC
     and the host bits of the sysflag are computed, whatever the message says."""
     if version is None:
-        rec = pack_record(msg.topic, msg.body, msg.properties, msg.queue_id, msg.flag, msg.queue_offset,
-                          msg.commit_log_offset, msg.sys_flag, msg.born_timestamp, msg.born_host,
-                          msg.store_timestamp, msg.store_host, msg.reconsume_times,
-                          msg.prepared_transaction_offset, max_body_size, b"".join)
-        if rec is not None:              # the fast path took it
-            return rec
         version = choose_version(msg.topic) if isinstance(msg.topic, str) else 1
     topic, body, props = _checked_parts(msg, version, max_body_size)
     born, born_v6 = _pack_host(msg.born_host, "born host")
@@ -401,80 +390,7 @@ def encode_record(msg, *, version=None, max_body_size: int = MAX_MESSAGE_SIZE) -
     return (_encode_header(msg, total, magic, body_crc(body), sys_flag, born, store, len(body))
             + _encode_blobs(body, topic, props, version))
 
-# %% ../book/03_record_format.ipynb #52cd142f
-_TOPIC_PIECES: dict = {}
-_HEAD_STRUCTS = {(b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
-
-def _topic_piece(topic: str):
-    "(length-prefixed topic bytes, magic code) of an automatically versioned topic, cached."
-    t = _TOPIC_PIECES.get(topic)
-    if t is None:
-        version = choose_version(topic)
-        data = _encode_topic(topic, version)
-        t = (struct.pack(">h" if version == 2 else ">b", len(data)) + data,
-             MESSAGE_MAGIC_CODE_V2 if version == 2 else MESSAGE_MAGIC_CODE)
-        if len(_TOPIC_PIECES) >= 4096:
-            _TOPIC_PIECES.clear()
-        _TOPIC_PIECES[topic] = t
-    return t
-
-_PAIR_JOIN = "\x01".join                 # ("TAGS", "a") -> "TAGS\x01a"; TypeError unless both are str
-
-def _props_piece(props):
-    "Length-prefixed properties, or None when `encode_properties` must decide."
-    if not props:
-        return b"\x00\x00" if props is None or type(props) is dict else None
-    if type(props) is not dict:          # a list, a str: encode_properties names it
-        return None
-    try:
-        s = "\x02".join(map(_PAIR_JOIN, props.items())) + "\x02"
-    except TypeError:                    # None values, names that are not str: the careful path
-        return None
-    n = len(props)
-    if s.count("\x01") != n or s.count("\x02") != n or s[0] == "\x01" or "\x02\x01" in s:
-        return None
-    try:
-        data = s.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    if len(data) > MAX_PROPERTIES_LENGTH:
-        return None
-    return len(data).to_bytes(2, "big") + data
-
-# %% ../book/03_record_format.ipynb #6cc3a185
-def pack_record(topic, body, properties, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-                born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
-                prepared_transaction_offset, max_body_size=MAX_MESSAGE_SIZE, join=b"".join):
-    """The record `encode_record` writes (automatic version), with less Python per call.
-
-    Returns `join((header, body, topic, properties))`, or None for anything the careful
-    encoder must look at (it then raises the precise error, or encodes it itself)."""
-    if type(topic) is not str or type(body) is not bytes or len(body) > max_body_size or not topic:
-        return None
-    try:
-        tp, magic = _topic_piece(topic)
-        born, born_v6 = _packed_host(*born_host)
-        store, store_v6 = _packed_host(*store_host)
-    except (ValueError, TypeError, struct.error, MessageError):
-        return None
-    pp = _props_piece(properties)
-    if pp is None:
-        return None
-    nb, ns, n = len(born), len(store), len(body)
-    try:
-        head = _HEAD_STRUCTS[nb, ns].pack(
-            72 + nb + ns + n + len(tp) + len(pp), magic, zlib.crc32(body) & 0x7FFFFFFF if n else 0,
-            queue_id, flag, queue_offset, commit_log_offset,
-            sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-            | (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOSTADDRESS_V6_FLAG if store_v6 else 0),
-            born_timestamp, born, store_timestamp, store, reconsume_times, prepared_transaction_offset, n)
-    except (struct.error, TypeError):
-        return None
-    return join((head, body, tp, pp))
-
 # %% ../book/03_record_format.ipynb #28475cb2
-_JOIN_BYTEARRAY = bytearray().join
-
 def _check_fields(msg) -> None:
     "InvalidMessageError for a non-Message, or a body, properties or born host of the wrong type."
     if not isinstance(msg, Message):
@@ -486,18 +402,10 @@ def _check_fields(msg) -> None:
     if not isinstance(msg.born_host, (tuple, list)):
         raise InvalidMessageError(f"born host must be an (ip, port) pair, not {msg.born_host!r:.60}")
 
+@accelerated
 def encode_message(msg: Message, store_host=("127.0.0.1", 0), *, version=None,
                    max_body_size: int = MAX_MESSAGE_SIZE) -> bytearray:
     "Encode a Message with queue offset, physical offset and store timestamp still 0."
-    if type(msg) is not Message:
-        _check_fields(msg)
-    if version is None:
-        rec = pack_record(msg.topic, msg.body, msg.properties, msg.queue_id, msg.flag, 0, 0,
-                          msg.sys_flag, msg.born_timestamp, msg.born_host, 0, store_host,
-                          msg.reconsume_times, msg.prepared_transaction_offset, max_body_size,
-                          _JOIN_BYTEARRAY)
-        if rec is not None:
-            return rec
     _check_fields(msg)                   # what to_stored would trip over: a body or host of a wrong type
     return bytearray(encode_record(msg.to_stored(store_host=store_host), version=version,
                                    max_body_size=max_body_size))
@@ -730,301 +638,39 @@ def record_fields(buf, pos: int = 0):
     version, sys_flag, _, body_len, _, topic_len, _, props_len = spans
     return record_layout(sys_flag, body_len, topic_len, props_len, version)
 
-# %% ../book/03_record_format.ipynb #f238a73b
-SCAN_DTYPE = np.dtype([
-    ("offset", "i8"), ("total_size", "i4"), ("magic", "i4"), ("body_crc", "i4"), ("queue_id", "i4"),
-    ("flag", "i4"), ("queue_offset", "i8"), ("commit_log_offset", "i8"), ("sys_flag", "i4"),
-    ("born_timestamp", "i8"), ("born_ip", "u1", (16,)), ("born_port", "i4"),
-    ("store_timestamp", "i8"), ("store_ip", "u1", (16,)), ("store_port", "i4"),
-    ("reconsume_times", "i4"), ("prepared_transaction_offset", "i8"),
-    ("body_pos", "i8"), ("body_len", "i4"), ("topic_pos", "i8"), ("topic_len", "i4"),
-    ("props_pos", "i8"), ("props_len", "i4"), ("crc_ok", "?")])
-_SPAN_NAMES = ("body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len")
+# %% ../book/03_record_format.ipynb #80c58d69
+from typing import NamedTuple
 
-# %% ../book/03_record_format.ipynb #6ed5e6b0
-def _walk_records(buf, start, n, check_crc, stop_on_bad_crc):
-    "The reference walk: `_walk` (every check of check_record) record after record."
-    offsets, spans, crc_ok = [], [], []
-    pos = start
-    while True:
-        status, size, _, sp = _walk(buf, pos, n)
-        if status is not RecordStatus.OK:
-            break
-        good = True
-        if check_crc and sp[3] > 0:
-            (stored,) = struct.unpack_from(">i", buf, pos + 8)
-            good = zlib.crc32(memoryview(buf)[sp[2]:sp[2] + sp[3]]) & 0x7FFFFFFF == stored
-            if not good and stop_on_bad_crc:
-                status = RecordStatus.CORRUPT
-                break
-        offsets.append(pos); spans.append(sp); crc_ok.append(good)
-        pos += size
-    sp = np.array(spans, dtype=np.int64).reshape(-1, 8)
-    cols = {"offset": np.array(offsets, np.int64), "sys_flag": sp[:, 1], "crc_ok": np.array(crc_ok, bool)}
-    cols.update({name: sp[:, j] for j, name in enumerate(_SPAN_NAMES, 2)})
-    return cols, pos, status
+class RecordSpans(NamedTuple):
+    "Where one walked record and its three blobs lie in the buffer."
+    offset: int
+    size: int
+    version: int
+    sys_flag: int
+    body_pos: int
+    body_len: int
+    topic_pos: int
+    topic_len: int
+    props_pos: int
+    props_len: int
+    crc_ok: bool
 
-# %% ../book/03_record_format.ipynb #a648c579
-def _header_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
-    "The fixed header from the size field to the body length, for one host layout (88, 100 or 112 bytes)."
-    b, s = (16 if born_v6 else 4), (16 if store_v6 else 4)
-    return np.dtype([
-        ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
-        ("flag", ">i4"), ("queue_offset", ">i8"), ("commit_log_offset", ">i8"), ("sys_flag", ">i4"),
-        ("born_timestamp", ">i8"), ("born_ip", "u1", (b,)), ("born_port", ">i4"),
-        ("store_timestamp", ">i8"), ("store_ip", "u1", (s,)), ("store_port", ">i4"),
-        ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"), ("body_len", ">i4")])
-
-HEADER_DTYPES = {(bv, sv): _header_dtype(bv, sv) for bv in (False, True) for sv in (False, True)}
-HEADER_V4_DTYPE = HEADER_DTYPES[False, False]
-assert HEADER_V4_DTYPE.itemsize == 88 and HEADER_DTYPES[True, True].itemsize == 112
-_HEADER_COLUMNS = [n for n in HEADER_V4_DTYPE.names if n not in ("born_ip", "store_ip")]
-_SIZE_AND_MAGIC = struct.Struct(">ii")
-
-def _record_starts(buf, pos, n):
-    "Hop from size field to size field while they look like messages: (starts, where it stopped)."
-    starts = []
-    append, unpack = starts.append, _SIZE_AND_MAGIC.unpack_from
-    v1, v2, smallest, last = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, MIN_RECORD_SIZE, n - 8
-    while pos <= last:
-        total, magic = unpack(buf, pos)
-        if (magic != v1 and magic != v2) or total < smallest or total > n - pos:
-            break
-        append(pos)
-        pos += total
-    return np.array(starts, np.int64), pos
-
-def _be_int(data, at, width):
-    "Signed big-endian integers of `width` bytes at positions `at` (clipped to the buffer)."
-    at = np.clip(at, 0, len(data) - width)
-    v = np.zeros(len(at), np.int64)
-    for k in range(width):
-        v = (v << 8) | data[at + k]
-    sign = np.int64(1) << (8 * width - 1)
-    return (v ^ sign) - sign
-
-# %% ../book/03_record_format.ipynb #ed92d33b
-def _check_all(data, starts):
-    "Every check of `_walk` on every record at once: (ok mask, columns of the spans)."
-    total = _be_int(data, starts + 0, 4)
-    end = starts + total
-    v2 = _be_int(data, starts + 4, 4) == MESSAGE_MAGIC_CODE_V2
-    ok = total >= MIN_RECORD_SIZE + v2
-    sys_flag = _be_int(data, starts + SYSFLAG_POSITION, 4)
-    p = starts + BORN_HOST_POSITION + np.where(sys_flag & BORNHOST_V6_FLAG, 20, 8) + 8 \
-        + np.where(sys_flag & STOREHOSTADDRESS_V6_FLAG, 20, 8) + 12
-    ok &= p + 4 <= end
-    body_len = _be_int(data, p, 4)
-    ok &= body_len >= 0
-    body_pos = p + 4
-    p = body_pos + body_len
-    ok &= p + 1 + v2 <= end
-    topic_len = np.where(v2, _be_int(data, p, 2), _be_int(data, p, 1))
-    ok &= topic_len >= 0
-    topic_pos = p + 1 + v2
-    p = topic_pos + topic_len
-    ok &= p + 2 <= end
-    props_len = _be_int(data, p, 2)
-    ok &= props_len >= 0
-    props_pos = p + 2
-    ok &= props_pos + props_len == end
-    return ok, {"offset": starts, "sys_flag": sys_flag, "body_pos": body_pos, "body_len": body_len,
-                "topic_pos": topic_pos, "topic_len": topic_len, "props_pos": props_pos,
-                "props_len": props_len}
-
-def _body_crcs_ok(buf, data, cols):
-    "crc_ok for every row of `cols`: the stored CRC equals the body's (an empty body is not checked)."
-    stored = _be_int(data, cols["offset"] + 8, 4)
-    with memoryview(buf) as mv:                # one C-level pipeline: slice, view, CRC
-        bodies = map(mv.__getitem__, map(slice, cols["body_pos"].tolist(),
-                                         (cols["body_pos"] + cols["body_len"]).tolist()))
-        crc = np.fromiter(map(zlib.crc32, bodies), np.int64, len(cols["offset"]))
-        del bodies
-    return ((crc & 0x7FFFFFFF) == stored) | (cols["body_len"] == 0)
-
-# %% ../book/03_record_format.ipynb #0013a906
-def _walk_records_fast(buf, start, n, check_crc, stop_on_bad_crc):
-    "The same answer as `_walk_records`: hop on sizes, then check every record with numpy."
-    if start < 0:
-        _walk(buf, start, n)                            # raises OffsetOutOfRangeError
-    starts, pos = _record_starts(buf, start, n)
-    data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(0, np.uint8)
-    try:
-        ok, cols = _check_all(data, starts)
-        bad = np.flatnonzero(~ok)
-        if len(bad):                                    # the first record _walk refuses ends the walk
-            keep = int(bad[0])
-            pos = int(starts[keep])
-            cols = {k: v[:keep] for k, v in cols.items()}
-        crc_ok = np.ones(len(cols["offset"]), bool)
-        if check_crc and len(crc_ok):
-            crc_ok = _body_crcs_ok(buf, data, cols)
-            bad = np.flatnonzero(~crc_ok)
-            if len(bad) and stop_on_bad_crc:
-                keep = int(bad[0])
-                cols = {k: v[:keep] for k, v in cols.items()}
-                return dict(cols, crc_ok=crc_ok[:keep]), int(starts[keep]), RecordStatus.CORRUPT
-    finally:
-        del data
-    status, size, _, _ = _walk(buf, pos, n)
-    if status is RecordStatus.OK:                       # cannot happen; keep the walk honest anyway
-        more, pos, status = _walk_records(buf, pos, n, check_crc, stop_on_bad_crc)
-        cols = {k: np.concatenate([cols[k], more[k]]) for k in cols}
-        crc_ok = np.concatenate([crc_ok, more["crc_ok"]])
-    return dict(cols, crc_ok=crc_ok), pos, status
-
-# %% ../book/03_record_format.ipynb #3732e4b2
-_GATHER_CHUNK = 1 << 18
-
-def _gather_layout(out, data, rows, dt):
-    "Decode rows `rows` of `out`, all of one host layout `dt`, with one strided gather per chunk."
-    size = dt.itemsize
-    # every window of `size` bytes of the buffer, as rows: gathering a record's header is one row
-    windows = np.lib.stride_tricks.as_strided(data, (len(data) - size + 1, size), (1, 1), writeable=False)
-    whole = len(rows) == len(out)
-    for c in range(0, len(rows), _GATHER_CHUNK):
-        r = rows[c:c + _GATHER_CHUNK]
-        hdr = windows[out["offset"][r]].view(dt).reshape(-1)
-        at = slice(c, c + len(r)) if whole else r
-        for name in _HEADER_COLUMNS:
-            out[name][at] = hdr[name]
-        for ip in ("born_ip", "store_ip"):
-            out[ip][at, :dt[ip].shape[0]] = hdr[ip]
-        del hdr
-    del windows
-
-def _gather_headers(out, buf, n):
-    "Decode the fixed fields of every row: group the rows by host layout (born x store, IPv4 or IPv6)."
-    born6 = (out["sys_flag"] & BORNHOST_V6_FLAG) != 0
-    store6 = (out["sys_flag"] & STOREHOSTADDRESS_V6_FLAG) != 0
-    data = np.frombuffer(buf, dtype=np.uint8, count=n)
-    try:
-        for (bv, sv), dt in HEADER_DTYPES.items():
-            rows = np.flatnonzero((born6 == bv) & (store6 == sv))
-            if len(rows):
-                _gather_layout(out, data, rows, dt)
-    finally:
-        del data                                                     # let an mmap close
-
-# %% ../book/03_record_format.ipynb #d363e138
-def _fill_row(out, i, buf, pos):
-    "Decode the fixed fields of one record, any hosts, into row i (the reference, field by field)."
-    (total, magic, crc, queue_id, flag, queue_offset, clo, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
-    row = out[i]
-    row["total_size"], row["magic"], row["body_crc"], row["queue_id"] = total, magic, crc, queue_id
-    row["flag"], row["queue_offset"], row["commit_log_offset"] = flag, queue_offset, clo
-    row["sys_flag"], row["born_timestamp"] = sys_flag, born_ts
-    p = pos + BORN_HOST_POSITION
-    for prefix, v6 in (("born", sys_flag & BORNHOST_V6_FLAG), ("store", sys_flag & STOREHOSTADDRESS_V6_FLAG)):
-        n = 16 if v6 else 4
-        row[prefix + "_ip"][:n] = np.frombuffer(bytes(buf[p:p + n]), dtype=np.uint8)
-        (row[prefix + "_port"],) = struct.unpack_from(">i", buf, p + n)
-        p += n + 4
-        if prefix == "born":
-            (row["store_timestamp"],) = struct.unpack_from(">q", buf, p)
-            p += 8
-    row["reconsume_times"], row["prepared_transaction_offset"] = struct.unpack_from(">iq", buf, p)
-
-# %% ../book/03_record_format.ipynb #9803514d
-_SCAN_INT_COLUMNS = ("total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "commit_log_offset",
-                     "sys_flag", "born_timestamp", "born_port", "store_timestamp", "store_port",
-                     "reconsume_times", "prepared_transaction_offset")
-_COMPILED = []                      # [mqstore.fast.kernels or None], once looked up
-
-def compiled_kernels():
-    "The compiled kernels (`mqstore.accel`), or None: numba or isal missing, or MQSTORE_ACCEL=0."
-    if os.environ.get("MQSTORE_ACCEL", "1") == "0":
-        return None
-    if not _COMPILED:
-        try:
-            from mqstore.fast import kernels as accel
-        except ImportError:
-            accel = None
-        _COMPILED.append(accel)
-    return _COMPILED[0]
-
-def _chunk_rows(n: int, pos: int) -> int:
-    "Rows to allocate for the records in buf[pos:n] (about one per 512 bytes; more chunks follow if needed)."
-    return max(256, min((n - pos) // 512 + 64, 1 << 18))
-
-def _rows_from_columns(out, c, spans, rows):
-    "Copy the kernel's int64 columns into the first `rows` rows of a SCAN_DTYPE array."
-    if (K := compiled_kernels()) is not None:         # one compiled pass, row by row
-        K.rows_from_columns(out, c, spans, rows)
-        return out[:rows]
-    out = out[:rows]
-    for k, name in enumerate(_SCAN_INT_COLUMNS):
-        out[name] = c[k, :rows]
-    for k, name in enumerate(_SPAN_NAMES + ("offset",)):
-        out[name] = spans[k, :rows]
-    return out
-
-# %% ../book/03_record_format.ipynb #1215b0a2
-def _scan_compiled(K, buf, start, n, check_crc, stop_on_bad_crc):
-    "scan_segment with the compiled kernel: chunks of rows, each one pass over its records."
-    if start < 0:
-        _walk(buf, start, n)                            # raises OffsetOutOfRangeError
-    data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(1, np.uint8)
-    parts, pos, why = [], start, 3
-    try:
-        while why == 3:
-            cap = _chunk_rows(n, pos)
-            out, c, spans = np.zeros(cap, SCAN_DTYPE), np.empty((14, cap), np.int64), np.empty((7, cap), np.int64)
-            rows, why, pos = K.scan_records(data, pos, n, cap, check_crc, stop_on_bad_crc, c, spans,
-                                            out["born_ip"], out["store_ip"], out["crc_ok"])
-            parts.append(_rows_from_columns(out, c, spans, rows))
-    finally:
-        del data
-    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    if why == 2:
-        return out, pos, RecordStatus.CORRUPT
-    return out, pos, _walk(buf, pos, n)[0]
-
-# %% ../book/03_record_format.ipynb #bb4846e1
-def scan_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: bool = True,
-                 end=None, fast: bool = True, compiled: bool | None = None):
-    """Walk the records of `buf[start:end]` and decode all their headers at once.
-
-    Returns (headers, end_pos, stop_status): a SCAN_DTYPE array with one row per record,
-    the position where the walk stopped, and why (END, BLANK, CORRUPT or TORN).
-    `fast=False` is the reference: `_walk` per record, then each header decoded field by field;
-    `fast=True` takes the compiled pass when its kernels are available, the numpy path otherwise
-    or with `compiled=False`."""
+# %% ../book/03_record_format.ipynb #02771de3
+@accelerated
+def walk_records(buf, start: int = 0, end=None, check_crc: bool = True, stop_on_bad_crc: bool = True):
+    "([RecordSpans] of every record from `start`, where the walk stopped, why: END, BLANK, CORRUPT or TORN)."
     n = len(buf) if end is None else min(end, len(buf))
-    K = compiled_kernels() if fast and compiled is not False else None
-    if K is not None:
-        return _scan_compiled(K, buf, start, n, check_crc, stop_on_bad_crc)
-    walk = _walk_records_fast if fast else _walk_records
-    cols, pos, status = walk(buf, start, n, check_crc, stop_on_bad_crc)
-    out = np.zeros(len(cols["offset"]), dtype=SCAN_DTYPE)
-    if len(out):
-        for name, values in cols.items():
-            out[name] = values
-        if fast:
-            _gather_headers(out, buf, n)
-        else:
-            for i, at in enumerate(out["offset"].tolist()):
-                _fill_row(out, i, buf, at)
-    return out, pos, status
-
-# %% ../book/03_record_format.ipynb #fd477bcc
-def header_ip(row, which: str = "store") -> str:
-    "The born or store IP of a scan row, as a string."
-    v6 = row["sys_flag"] & (BORNHOST_V6_FLAG if which == "born" else STOREHOSTADDRESS_V6_FLAG)
-    return str(ipaddress.ip_address(bytes(row[which + "_ip"][:16 if v6 else 4])))
-
-def scan_topics(buf, headers) -> list:
-    "The topic of every scanned record."
-    return [bytes(buf[p:p + k]).decode("utf-8", "replace")
-            for p, k in zip(headers["topic_pos"].tolist(), headers["topic_len"].tolist())]
-
-def scan_properties(buf, headers) -> list:
-    "The decoded properties of every scanned record."
-    return [decode_properties(bytes(buf[p:p + k]))
-            for p, k in zip(headers["props_pos"].tolist(), headers["props_len"].tolist())]
-
-def scan_tags_codes(buf, headers) -> np.ndarray:
-    "The consume-queue tagsCode of every scanned record (as StoredMessage.tags_code)."
-    return np.array([cq_tags_code(t, p, ts) for t, p, ts in
-                     zip(scan_topics(buf, headers), scan_properties(buf, headers),
-                         headers["store_timestamp"].tolist())], dtype=np.int64)
+    records, pos = [], start
+    while True:
+        status, size, _, spans = _walk(buf, pos, n)
+        if status is not RecordStatus.OK:
+            return records, pos, status
+        body_pos, body_len = spans[2], spans[3]
+        good = True
+        if check_crc and body_len > 0:
+            (stored,) = struct.unpack_from(">i", buf, pos + 8)
+            good = body_crc(buf[body_pos:body_pos + body_len]) == stored
+            if not good and stop_on_bad_crc:
+                return records, pos, RecordStatus.CORRUPT
+        records.append(RecordSpans(pos, size, *spans, good))
+        pos += size

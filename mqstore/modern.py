@@ -140,8 +140,8 @@ def crc_rows(buf, rows) -> np.ndarray:
     return name & digits & (tail[:, 19] == 2) & (rows["props_len"] >= 20)
 
 # %% ../book/14_modern_stores.ipynb #c13a0014
-from .message import (scan_segment, decode_properties, COMPRESSED_FLAG, COMPRESSION_TYPE_MASK,
-                             INNER_BATCH_FLAG)
+from .message import decode_properties, COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, INNER_BATCH_FLAG
+from .fast.records import scan_segment
 
 COMPRESSION_NAMES = {0x000: "zlib (4.x, no type bits)", 0x300: "zlib", 0x100: "lz4", 0x200: "zstd"}
 
@@ -1135,7 +1135,7 @@ def put_light(store, msg):
 
 # %% ../book/14_modern_stores.ipynb #daeb6dbe
 from .mapped_file_queue import MappedFileQueue
-from .message import scan_segment
+from .fast.records import scan_segment
 
 def multi_dispatch_records(root, config):
     "Yield (offset, topic, sys_flag, properties) of every record of the log that carries INNER_MULTI_DISPATCH."
@@ -1348,7 +1348,8 @@ import numpy as np
 from .auditing import store_segments, mapped_segment   # chapter 12: the log's segments, mapped
 from .dispatch import scan_topic_ids   # chapter 5: (topic id per record, topic names)
 from .errors import DelayLevelsUnknownError
-from .message import scan_segment, SCHEDULE_TOPIC
+from .message import SCHEDULE_TOPIC
+from .fast.records import scan_segment
 
 def delayed_records(root, config: StoreConfig | None = None) -> int:
     "How many records of the log are in SCHEDULE_TOPIC_XXXX (a read-only scan of their topics)."

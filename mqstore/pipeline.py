@@ -24,8 +24,8 @@ from .auditing import (Segment, store_path, store_segments, mapped_segment, AUDI
                               audit_summary)
 
 # %% ../book/12_spark_pipeline.ipynb #38d8d683
-from .message import (scan_segment, scan_properties, header_ip, RecordStatus, check_record,
-                             BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, PROPERTY_TAGS)
+from .message import RecordStatus, check_record, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, PROPERTY_TAGS
+from .fast.records import scan_segment, scan_properties, header_ip
 from .dispatch import decode_segment_batch, scan_property
 from .index import index_keys_of, index_key_hashes
 
@@ -519,7 +519,8 @@ WARM_UP_DDL = "pid bigint, seconds double, compiled boolean, cache_hits bigint, 
 def _warm_task(batches):
     "In a worker: load the engine and the compiled kernels by decoding a one-record segment."
     import time
-    from mqstore.message import Message, compiled_kernels, encode_record
+    from mqstore.message import Message, encode_record
+    from mqstore.fast.records import compiled_kernels
     t0 = time.perf_counter()
     for _ in batches:
         pass

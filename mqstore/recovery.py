@@ -74,7 +74,7 @@ def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
 
 # %% ../book/07_recovery.ipynb #532ac748
 import numpy as np
-from .message import scan_segment
+from .fast.records import scan_segment
 
 def _scan_one_segment(buf, base: int, check_crc: bool = True, decode: bool = False, start: int = 0,
                       end: int | None = None):
@@ -113,7 +113,7 @@ def _replay_rows(buf, base: int, headers, observer, on_message) -> None:
 
 # %% ../book/07_recovery.ipynb #81e113f6
 from concurrent.futures import ThreadPoolExecutor
-from .message import compiled_kernels
+from .fast.records import compiled_kernels
 
 SPLIT_BYTES = 64 << 20                   # segments at least this long are scanned in two halves
 

@@ -592,7 +592,7 @@ class MessageStore:
             for m in messages:
                 check_message(m)                    # before anything is written
         self._check_services()
-        result = self.commit_log.put_batch(messages, cols)
+        result = self.commit_log.put_batch(messages)
         self.reput.notify()
         return result
 
@@ -791,9 +791,9 @@ def repair_store(root, config: StoreConfig | None = None, observer=None) -> int:
 
 # %% ../book/07_recovery.ipynb #88a34de1
 from itertools import repeat
-from .commit_log import batch_columns
+from .fast.put import batch_columns
 from .errors import MessageError
-from .message import compiled_kernels
+from .fast.records import compiled_kernels
 
 _NONE = object()                # no attribute (vars() would build a dict for every message)
 

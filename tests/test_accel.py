@@ -9,12 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mqstore.accel import _forced as _switch     # the stack fast_paths() pushes: True fast, False reference
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mqstore.dispatch as dispatch
 import mqstore.message as message
+import mqstore.fast.records as fast_records
 from mqstore.dispatch import decode_segment_batch, scan_decode_segment
-from mqstore.message import SCHEDULE_TOPIC, StoredMessage, compiled_kernels, encode_record, scan_segment
+from mqstore.message import SCHEDULE_TOPIC, StoredMessage, encode_record
+from mqstore.fast.records import compiled_kernels, scan_segment
 
 v4 = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 65535)).map(lambda t: (str(ipaddress.IPv4Address(t[0])), t[1]))
 v6 = st.tuples(st.integers(0, 2**128 - 1), st.integers(0, 65535)).map(lambda t: (str(ipaddress.IPv6Address(t[0])), t[1]))
@@ -52,7 +55,9 @@ def same_batch(a, b):
 
 
 def test_the_kernels_are_there():
-    assert compiled_kernels() is not None, "numba (requirements.txt) or the zlib library is missing"
+    from mqstore.accel import fast_paths
+    with fast_paths(True):                      # MQSTORE_ACCEL=0 turns them off, not away
+        assert compiled_kernels() is not None, "numba (requirements.txt) or the zlib library is missing"
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,7 +78,7 @@ def test_small_chunks_and_a_full_topic_table(monkeypatch, vectors):
     log = (vectors / "commitlog.bin").read_bytes()
     want = scan_segment(log, check_crc=True, compiled=False)
     want_batch = decode_segment_batch(log, want[0], True, compiled=False)
-    monkeypatch.setattr(message, "_chunk_rows", lambda n, pos: 5)          # many chunks of 5 rows
+    monkeypatch.setattr(fast_records, "_chunk_rows", lambda n, pos: 5)     # many chunks of 5 rows
     got = scan_decode_segment(log, check_crc=True, strings=True)
     assert got[1:3] == want[1:] and got[0].tobytes() == want[0].tobytes()
     same_batch(got[3], want_batch)
@@ -98,7 +103,7 @@ def test_fallback_suite_without_kernels():
 
 
 def test_the_environment_switch_turns_the_kernels_off():
-    code = "from mqstore.message import compiled_kernels; print(compiled_kernels() is None)"
+    code = "from mqstore.fast.records import compiled_kernels; print(compiled_kernels() is None)"
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, MQSTORE_ACCEL="0"),
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
@@ -112,7 +117,7 @@ def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hash
     from a crash (negative, past indexCount) and a service that already holds keys."""
     from mqstore.index import IndexService
     def build(accel):
-        os.environ["MQSTORE_ACCEL"] = accel
+        _switch.append(accel == "1")
         try:
             folder = tmp_path_factory.mktemp("idx")
             svc = IndexService(folder, slots, entries, clock=iter(range(10**12, 10**13, 1000)).__next__)
@@ -125,10 +130,10 @@ def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hash
             svc.flush()
             return [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
         finally:
-            os.environ.pop("MQSTORE_ACCEL")
+            _switch.pop()
     compiled = build("1")
     assert compiled == build("0")
-    os.environ["MQSTORE_ACCEL"] = "0"           # and both equal put_hash, one key at a time
+    _switch.append(False)           # and both equal put_hash, one key at a time
     try:
         folder = tmp_path_factory.mktemp("idx")
         svc = IndexService(folder, slots, entries, clock=iter(range(10**12, 10**13, 1000)).__next__)
@@ -142,7 +147,7 @@ def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hash
         svc.flush()
         assert compiled == [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
     finally:
-        os.environ.pop("MQSTORE_ACCEL")
+        _switch.pop()
 
 
 @functools.lru_cache(maxsize=None)

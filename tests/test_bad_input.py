@@ -8,6 +8,7 @@ import os, shutil, struct, threading, time, warnings
 from pathlib import Path
 
 import pytest
+from mqstore.accel import _forced as _switch     # the stack fast_paths() pushes: True fast, False reference
 
 from mqstore.cli import infer_config, main
 from mqstore.config import StoreConfig, FLUSH_SYNC
@@ -374,11 +375,11 @@ def put_every_way(log, msg):
     for accel in ("1", "0"):
         for batch in ([msg, Message("T", b"ok")], [Message("T", b"ok"), msg]):
             def call(batch=batch, accel=accel):
-                os.environ["MQSTORE_ACCEL"] = accel
+                _switch.append(accel == "1")
                 try:
                     return log.put_batch(batch)
                 finally:
-                    os.environ.pop("MQSTORE_ACCEL")
+                    _switch.pop()
             yield call
 
 

@@ -286,7 +286,7 @@ def test_put_batch_sync_flush_waits_once(tmp_path):
     log = CommitLog(tmp_path, StoreConfig.small(flush_disk_type=FLUSH_SYNC), clock=clock()).load().start()
     r = log.put_batch([Message("T", b"x" * 100, queue_id=i % 2) for i in range(500)])
     assert r.status == "PUT_OK" and log.flushed_offset >= r.next_offset
-    assert r.queue_offsets.tolist() == [i // 2 for i in range(500)]
+    assert list(r.queue_offsets) == [i // 2 for i in range(500)]
     assert [m.queue_offset for _, m in log.messages()] == [i // 2 for i in range(500)]
     log.shutdown()
 
@@ -307,12 +307,13 @@ def test_allocate_service_prepares_the_next_segment(tmp_path):
     again.shutdown()
 
 
-# The chapter's excursions: each fast path agrees with the simple one it replaces.
+# Chapter 10.1's fast paths for the put: each agrees with the simple one it replaces.
 
 def test_fast_put_result_equals_the_dataclass():
     from mqstore.commit_log import PutResult
+    from mqstore.fast.put import _result
     args = ("PUT_OK", 4096, 120, 7, 1_700_000_000_000, ("127.0.0.1", 10911), True)
-    fast, slow = PutResult._fast(*args), PutResult(*args)
+    fast, slow = _result(*args), PutResult(*args)
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     assert fast.next_offset == slow.next_offset == 4216 and fast.msg_id == slow.msg_id
 
@@ -322,7 +323,7 @@ def test_fast_put_result_equals_the_dataclass():
                 min_size=1, max_size=12), st.integers(0, 2**62))
 def test_stamp_records_equals_stamp_record(recs, store_timestamp):
     "The numpy stamp of many records writes exactly what stamp_record writes record by record."
-    from mqstore.commit_log import stamp_records
+    from mqstore.fast.put import stamp_records
     from mqstore.message import encode_message, stamp_record
     encoded = [encode_message(Message("T", bytes(n), born_host=("::1", 9) if v6 else ("10.0.0.1", 9)))
                for n, v6, _, _ in recs]

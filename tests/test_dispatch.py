@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings, HealthCheck, strategies as st
 from mqstore.commit_log import CommitLog
 from mqstore.config import StoreConfig
-from mqstore.message import (Message, encode_record, StoredMessage, scan_segment, TRANSACTION_ROLLBACK_TYPE,
-                             transaction_type)
+from mqstore.message import Message, encode_record, StoredMessage, TRANSACTION_ROLLBACK_TYPE, transaction_type
+from mqstore.fast.records import scan_segment
 from mqstore.consume_queue import ConsumeQueueStore, get_messages, GetMessageStatus
 from mqstore.index import IndexService, index_keys_of
 from mqstore.dispatch import (read_dispatch_request, dispatch_range, ReputService, scan_property,

@@ -9,16 +9,8 @@ from hypothesis import given, settings, assume, HealthCheck, strategies as st
 from mqstore.errors import (CorruptRecordError, TornRecordError, InvalidTopicError, MessageTooLargeError,
                             PropertiesTooLongError, InvalidPropertyError, MessageError,
                             NotARecordStartError, QueryError, RecordError, OffsetOutOfRangeError)
-from mqstore.message import (
-    MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MAX_MESSAGE_SIZE,
-    COMPRESSED_FLAG, MULTI_TAGS_FLAG, TRANSACTION_NOT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_ROLLBACK_TYPE, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, PROPERTY_KEYS, PROPERTY_TAGS,
-    PROPERTY_UNIQ_KEY, PROPERTY_DELAY, PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_TRANSACTION_PREPARED, transaction_type, compression_type, encode_properties, decode_properties,
-    java_string_hash, tags_code, body_crc, cq_tags_code, Message, StoredMessage, encode_record, encode_message,
-    patch_record, encode_blank, decode_record, check_record, RecordStatus, scan_segment, record_fields,
-    create_message_id, decode_message_id, choose_version, header_ip, scan_topics, scan_properties,
-    scan_tags_codes, SCAN_DTYPE, record_layout, MIN_RECORD_SIZE)
+from mqstore.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MAX_MESSAGE_SIZE, COMPRESSED_FLAG, MULTI_TAGS_FLAG, TRANSACTION_NOT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_DELAY, PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED, transaction_type, compression_type, encode_properties, decode_properties, java_string_hash, tags_code, body_crc, cq_tags_code, Message, StoredMessage, encode_record, encode_message, patch_record, encode_blank, decode_record, check_record, RecordStatus, record_fields, create_message_id, decode_message_id, choose_version, record_layout, MIN_RECORD_SIZE
+from mqstore.fast.records import scan_segment, header_ip, scan_topics, scan_properties, scan_tags_codes, SCAN_DTYPE
 
 
 # ---------------------------------------------------------------- vectors

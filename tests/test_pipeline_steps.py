@@ -6,7 +6,8 @@ import pyarrow as pa
 
 from mqstore.commit_log import CommitLog
 from mqstore.config import StoreConfig
-from mqstore.message import Message, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, header_ip, scan_segment
+from mqstore.message import Message, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE
+from mqstore.fast.records import header_ip, scan_segment
 from mqstore import pipeline
 
 CONFIG = StoreConfig.small()

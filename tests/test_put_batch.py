@@ -4,15 +4,20 @@ input raises the error a single put raises, before anything is written (chapter 
 import os
 import numpy as np
 import pytest
+from mqstore.accel import _forced as _switch     # the stack fast_paths() pushes: True fast, False reference
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mqstore.commit_log import CommitLog, batch_columns
+from mqstore.commit_log import CommitLog
+from mqstore.fast.put import batch_columns, _write_columns
 from mqstore.config import StoreConfig
 from mqstore.errors import MessageError, MessageTooLargeError
-from mqstore.message import (Message, compiled_kernels, encode_message, stamp_record, TRANSACTION_PREPARED_TYPE,
-                             TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE)
+from mqstore.message import Message, encode_message, stamp_record, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from mqstore.fast.records import compiled_kernels
 
-pytestmark = pytest.mark.skipif(compiled_kernels() is None, reason="needs the compiled kernels")
+_switch.append(True)                            # whether they exist, whatever MQSTORE_ACCEL says
+_KERNELS = compiled_kernels()
+_switch.pop()
+pytestmark = pytest.mark.skipif(_KERNELS is None, reason="needs the compiled kernels")
 TS = 1_700_000_000_123
 PATHS = ("single", "compiled", "python")
 
@@ -34,14 +39,14 @@ def put_all(root, msgs, sizes, **cfg):
         if path == "single":
             results = [log.put(m) for m in msgs]
         else:
-            os.environ["MQSTORE_ACCEL"] = "1" if path == "compiled" else "0"
+            _switch.append(path == "compiled")
             try:
                 i = 0
                 for k in sizes:
                     results.extend(log.put_batch(msgs[i:i + k]))
                     i += k
             finally:
-                os.environ.pop("MQSTORE_ACCEL")
+                _switch.pop()
         out[path] = (results, log)
     return out
 
@@ -143,7 +148,7 @@ def test_a_bad_message_raises_before_anything_is_written(tmp_path, bad, accel):
     log = new_log(tmp_path)
     log.put(Message("T", b"first"))
     end, table = log.max_offset, dict(log.topic_queue_table)
-    os.environ["MQSTORE_ACCEL"] = accel
+    _switch.append(accel == "1")
     try:
         for at in (0, 3):
             batch = [Message("T", b"ok%d" % i, born_host=("10.0.0.1", 1)) for i in range(4)]
@@ -153,19 +158,19 @@ def test_a_bad_message_raises_before_anything_is_written(tmp_path, bad, accel):
             assert str(got.value) == str(single.value)
             assert log.max_offset == end and log.topic_queue_table == table
     finally:
-        os.environ.pop("MQSTORE_ACCEL")
+        _switch.pop()
     log.shutdown()
 
 
 def test_a_record_too_big_for_the_segment(tmp_path):
     log = new_log(tmp_path, max_message_size=70_000)
     for accel in ("1", "0"):
-        os.environ["MQSTORE_ACCEL"] = accel
+        _switch.append(accel == "1")
         try:
             with pytest.raises(MessageTooLargeError, match="cannot fit"):
                 log.put_batch([Message("T", b"x"), Message("T", bytes(65_500))])
         finally:
-            os.environ.pop("MQSTORE_ACCEL")
+            _switch.pop()
     assert log.max_offset == 0
     log.shutdown()
 
@@ -188,7 +193,11 @@ def test_a_transient_segment_takes_the_scratch_buffer(tmp_path):
     out = []
     for cls in (MappedFile, TransientMappedFile):
         mf = cls.create(tmp_path / cls.__name__, 0, 1 << 16)
-        log._write_columns(mf, cols, 0, 40, queue_offsets, offsets, TS)
+        _switch.append(True)                    # the compiled writer, whatever MQSTORE_ACCEL says
+        try:
+            _write_columns(log, mf, cols, 0, 40, queue_offsets, offsets, TS)
+        finally:
+            _switch.pop()
         assert mf.wrote_position == int(cols.sizes.sum())
         mf.commit()
         out.append(mf.read(0, mf.wrote_position))

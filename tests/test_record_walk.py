@@ -9,7 +9,8 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from mqstore.message import RecordStatus, check_record, scan_segment
+from mqstore.message import RecordStatus, check_record
+from mqstore.fast.records import scan_segment
 
 
 def logs(vectors):

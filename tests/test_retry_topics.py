@@ -8,6 +8,7 @@ can have (NAME_MAX), so `%RETRY%` + a 255-character group (262) is refused, befo
 import json, os
 
 import pytest
+from mqstore.accel import _forced as _switch     # the stack fast_paths() pushes: True fast, False reference
 
 from mqstore.commit_log import CommitLog
 from mqstore.config import StoreConfig, FLUSH_SYNC
@@ -61,11 +62,11 @@ def put_each_way(log_or_store, msg):
     "PutResults of a single put, a compiled put_batch and a per-message put_batch."
     out = [log_or_store.put(msg)]
     for accel in ("1", "0"):
-        os.environ["MQSTORE_ACCEL"] = accel
+        _switch.append(accel == "1")
         try:
             out.append(log_or_store.put_batch([msg])[0])
         finally:
-            os.environ.pop("MQSTORE_ACCEL")
+            _switch.pop()
     return out
 
 

@@ -132,7 +132,7 @@ def test_damage_then_a_writing_command_keeps_rocketmqs_files_or_refuses(case, da
 
 def _last_record(root):
     "(offset, size) of the last record of the log, by walking it with chapter 3's scan."
-    from mqstore.message import scan_segment
+    from mqstore.fast.records import scan_segment
     seg = sorted((Path(root) / "commitlog").iterdir())[-1]
     data = seg.read_bytes()
     h, _, _ = scan_segment(data, 0)

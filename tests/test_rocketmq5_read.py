@@ -248,7 +248,7 @@ def test_put_without_the_setting_writes_no_property(tmp_path):
         r = store.put(Message("T", b"x", properties={"KEYS": "k"}))
         rb = store.put_batch([Message("T", b"y"), Message("U", b"z" * 100, properties={"TAGS": "a"})])
         assert store.wait_dispatched()
-        for off in [r.commit_log_offset] + rb.commit_log_offsets.tolist():
+        for off in [r.commit_log_offset] + list(rb.commit_log_offsets):
             mf = store.commit_log.mfq.find_by_offset(off)
             assert record_prop_crc(mf.read(off, store.look(off).total_size), 0, off).ok
 

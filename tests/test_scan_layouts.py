@@ -5,8 +5,8 @@ import ipaddress
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mqstore.message import (RecordStatus, StoredMessage, decode_record, encode_record, header_ip,
-                             scan_segment)
+from mqstore.message import RecordStatus, StoredMessage, decode_record, encode_record
+from mqstore.fast.records import header_ip, scan_segment
 
 v4 = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 65535)).map(
     lambda t: (str(ipaddress.IPv4Address(t[0])), t[1]))

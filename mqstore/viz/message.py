@@ -129,25 +129,27 @@ def draw_record(buf, pos=0, ax=None, title=None, width=32):
     return ax
 
 # %% ../../book/03_record_format.ipynb #99f69392
-def draw_size_breakdown(headers, labels=None, ax=None, title=None):
-    "Stacked bars: header, body, topic and properties bytes of each scanned record (as shares)."
-    total = headers["total_size"].astype(float)
-    parts = {"header (fixed fields + lengths)": total - headers["body_len"] - headers["topic_len"] - headers["props_len"],
-             "body": headers["body_len"], "topic": headers["topic_len"], "properties": headers["props_len"]}
+def draw_size_breakdown(records, labels=None, ax=None, title=None):
+    "Stacked bars: header, body, topic and properties bytes of each walked record (RecordSpans), as shares."
+    total = np.array([r.size for r in records], dtype=float)
+    body, topic, props = (np.array([getattr(r, k) for r in records], dtype=float)
+                          for k in ("body_len", "topic_len", "props_len"))
+    parts = {"header (fixed fields + lengths)": total - body - topic - props,
+             "body": body, "topic": topic, "properties": props}
     colors = ["#56B4E9", "#CC79A7", "#0072B2", "#F0E442"]
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 4.4))
-    x = np.arange(len(headers))
-    bottom = np.zeros(len(headers))
+    x = np.arange(len(records))
+    bottom = np.zeros(len(records))
     for (name, values), color in zip(parts.items(), colors):
-        share = 100 * np.asarray(values, dtype=float) / total
+        share = 100 * values / total
         ax.bar(x, share, bottom=bottom, color=color, label=name, width=0.8, edgecolor="#555555", lw=0.3)
         bottom += share
-    for xi, t in zip(x, headers["total_size"]):
-        ax.text(xi, 101, f"{t}", rotation=90, ha="center", va="bottom", fontsize=8)
+    for xi, t in zip(x, total):
+        ax.text(xi, 101, f"{int(t)}", rotation=90, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, labels if labels is not None else [str(i) for i in x], rotation=90, fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
-    ax.set_xlim(-0.7, len(headers) - 0.3)
+    ax.set_xlim(-0.7, len(records) - 0.3)
     ax.set_ylim(0, 125)
     ax.set_yticks(range(0, 101, 25))
     ax.set_xlabel("record", fontsize=9)
@@ -157,6 +159,7 @@ def draw_size_breakdown(headers, labels=None, ax=None, title=None):
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return ax
+
 
 # %% ../../book/03_record_format.ipynb #4dea650b
 import base64, itertools, json
