@@ -15,7 +15,7 @@ from .config import StoreConfig
 from .errors import NotAStoreError, PipelineError, SegmentNameError, StoreFileError
 from .mapped_file_queue import scan_segment_folder
 from .message import scan_segment, check_record, RecordStatus, TRANSACTION_ROLLBACK_TYPE
-from .dispatch import scan_topic_ids
+from .fast.dispatch import scan_topic_ids
 
 
 # %% ../book/12_spark_pipeline.ipynb #9f2c2a60
