@@ -5,7 +5,7 @@ __all__ = ['DispatchRequest', 'request_from_message', 'read_dispatch_request', '
            'dispatch_range', 'ReputService']
 
 # %% ../book/05_dispatch.ipynb #c48f87bf
-import re, threading, time
+import threading, time
 from dataclasses import dataclass, field
 from .message import (check_record, RecordStatus, StoredMessage,
                              PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_PRODUCER_GROUP)

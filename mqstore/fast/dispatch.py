@@ -5,7 +5,7 @@ __all__ = ['REPLACES', 'append_run', 'put_bulk', 'span_strings', 'property_spans
            'scan_topic_ids', 'SegmentBatch', 'delivery_codes', 'index_key_columns', 'decode_segment_batch',
            'build_consume_queues_bulk', 'scan_decode_segment', 'dispatch_range_bulk', 'dispatch_range_fast']
 
-# %% ../../book/10b_fast_dispatch.ipynb #3218ccb4
+# %% ../../book/10b_fast_dispatch.ipynb #2363f38f
 """Dispatch in batches (chapter 10.2): a segment's records decoded into columns and handed at once
 to the consume-queue and index builders; `dispatch_range_fast` replaces chapter 5's `dispatch_range`."""
 from dataclasses import dataclass, field
@@ -578,7 +578,7 @@ def dispatch_range_bulk(commit_log, from_offset: int, dispatchers, bulk, to_offs
             break
     return offset, count
 
-# %% ../../book/10b_fast_dispatch.ipynb #7d410392
+# %% ../../book/10b_fast_dispatch.ipynb #cffdc1ee
 from ..consume_queue import ConsumeQueueStore
 from ..index import IndexService
 from .index import build_index_bulk
@@ -594,7 +594,7 @@ def _bulk_form(d):
         return partial(build_index_bulk, owner)
     return None
 
-# %% ../../book/10b_fast_dispatch.ipynb #388ab161
+# %% ../../book/10b_fast_dispatch.ipynb #79dec816
 def dispatch_range_fast(commit_log, from_offset: int, dispatchers, to_offset: int | None = None,
                         observer=None) -> int:
     "`dispatch_range` in batches when it can (no observer, every dispatcher known); the same result."

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['REPLACES', 'put_index_bulk', 'java_string_hashes', 'index_key_hashes', 'build_index_bulk']
 
-# %% ../../book/10b_fast_dispatch.ipynb #5c513354
+# %% ../../book/10b_fast_dispatch.ipynb #5f4344c6
 """The index of many keys at once (chapter 10.2): the bytes chapter 6's IndexService writes key by key."""
 import numpy as np
 from ..index import (IndexFile, IndexService, INDEX_HEADER_SIZE, INDEX_ENTRY_SIZE, INVALID_INDEX,
@@ -114,7 +114,7 @@ def index_key_hashes(keys) -> np.ndarray:
     h[h == 1 << 31] = 0
     return h
 
-# %% ../../book/10b_fast_dispatch.ipynb #bc961790
+# %% ../../book/10b_fast_dispatch.ipynb #64ec28a8
 def build_index_bulk(index: IndexService, batch) -> int:
     "Index a whole decoded segment (a SegmentBatch): the bytes build_index writes, record by record."
     h = batch.headers
@@ -152,5 +152,5 @@ def _bulk_fill_compiled(K, f: IndexFile, h, phy, ts) -> None:
     f.index_count = end
     f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])
 
-# %% ../../book/10b_fast_dispatch.ipynb #ce37ad8e
+# %% ../../book/10b_fast_dispatch.ipynb #69937759
 REPLACES = {}        # nothing of chapter 6 is swapped: dispatch_range's batches call these builders
