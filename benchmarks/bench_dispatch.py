@@ -19,8 +19,11 @@ from _common import GIB, load, mix_count, mix_stream, rate, report, scale, write
 from mqstore.commit_log import CommitLog
 from mqstore.config import StoreConfig
 from mqstore.consume_queue import ConsumeQueueStore
-from mqstore.dispatch import ReputService, decode_segment_batch, build_consume_queues_bulk
-from mqstore.index import IndexService, IndexFile, index_key_hashes, index_key_hash
+from mqstore.accel import fast_paths
+from mqstore.dispatch import ReputService
+from mqstore.fast.dispatch import decode_segment_batch, build_consume_queues_bulk
+from mqstore.fast.index import build_index_bulk, index_key_hashes, put_index_bulk
+from mqstore.index import IndexService, IndexFile, index_key_hash
 from mqstore.message import StoredMessage, encode_record, encode_blank, patch_record
 from mqstore.fast.records import scan_segment
 
@@ -68,7 +71,8 @@ def per_record(root: Path, log) -> float:
         n = min(N_SLOW, len(h))
         del h
     t0 = time.perf_counter()
-    reput.dispatch_until(stop)
+    with fast_paths(False):                   # the reference: chapter 5's per-record pass
+        reput.dispatch_until(stop)
     dt = time.perf_counter() - t0
     cqs.close(); idx.close()
     return rate(n, dt)
@@ -86,7 +90,7 @@ def bulk(root: Path, log):
             batch = decode_segment_batch(buf, h, strings=False)
             t1 = time.perf_counter()
             build_consume_queues_bulk(cqs, batch)
-            idx.build_index_bulk(batch)
+            build_index_bulk(idx, batch)
             t2 = time.perf_counter()
             n += len(h)
             del batch, h
@@ -100,7 +104,7 @@ def query_latency(root: Path, slots: int = 500_000, entries: int = 2_000_000, sa
     "p50 / p99 of IndexService.query over one full file (500,000 slots, 2,000,000 entries)."
     svc = IndexService(root / "qindex", slots, entries, clock=lambda: 1_700_000_000_000)
     keys = [f"BenchTopic#key-{i}" for i in range(entries - 1)]
-    svc.put_bulk(index_key_hashes(keys), np.arange(entries - 1) * 100, 1_700_000_000_000 + np.arange(entries - 1))
+    put_index_bulk(svc, index_key_hashes(keys), np.arange(entries - 1) * 100, 1_700_000_000_000 + np.arange(entries - 1))
     assert svc.files[-1].is_full()
     rng = random.Random(3)
     samples = int(20_000 * max(scale(), 0.05)) if samples is None else samples

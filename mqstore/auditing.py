@@ -16,7 +16,7 @@ from .errors import NotAStoreError, PipelineError, SegmentNameError, StoreFileEr
 from .mapped_file_queue import scan_segment_folder
 from .message import check_record, RecordStatus, TRANSACTION_ROLLBACK_TYPE
 from .fast.records import scan_segment
-from .dispatch import scan_topic_ids
+from .fast.dispatch import scan_topic_ids
 
 
 # %% ../book/12_spark_pipeline.ipynb #9f2c2a60

@@ -252,37 +252,6 @@ class ConsumeQueue:
         self.correct_min_offset(phy_min_offset)
         return n
 
-    def append_run(self, data: bytes, end: int) -> None:
-        "Append encoded units that continue the queue exactly (its next queue offsets), across file ends."
-        k = 0
-        while k < len(data):
-            mf = self.mfq.last_file(0, create=True)
-            take = min(len(data) - k, mf.free_space())
-            mf.append(data[k:k + take])
-            k += take
-        self.max_physic_offset = end
-
-    def put_bulk(self, offsets, sizes, tags_codes, cq_offsets) -> int:
-        "Append many units (commit-log order) with the bytes `put` would write; return how many."
-        offsets, sizes = np.asarray(offsets, np.int64), np.asarray(sizes, np.int64)
-        tags_codes, cq_offsets = np.asarray(tags_codes, np.int64), np.asarray(cq_offsets, np.int64)
-        keep = offsets + sizes > self.max_physic_offset
-        offsets, sizes, tags_codes, cq_offsets = offsets[keep], sizes[keep], tags_codes[keep], cq_offsets[keep]
-        n, i, done = len(offsets), 0, 0
-        run_end = np.append(np.flatnonzero(np.diff(cq_offsets) != 1) + 1, n)   # ends of contiguous runs
-        while i < n:
-            if self.mfq.files and cq_offsets[i] == self.max_offset_in_queue:
-                j = int(run_end[np.searchsorted(run_end, i, side="right")])
-                units = np.empty(j - i, CQ_UNIT_DTYPE)
-                units["offset"], units["size"], units["tags_code"] = offsets[i:j], sizes[i:j], tags_codes[i:j]
-                self.append_run(units.tobytes(), int(offsets[j - 1] + sizes[j - 1]))
-                done += j - i
-                i = j
-            else:
-                done += self.put(int(offsets[i]), int(sizes[i]), int(tags_codes[i]), int(cq_offsets[i]))
-                i += 1
-        return done
-
 # %% ../book/05_dispatch.ipynb #c836faf0
 class ConsumeQueueStore:
     "Every consume queue under `root/consumequeue` (RocketMQ's consumeQueueTable)."

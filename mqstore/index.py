@@ -2,9 +2,8 @@
 
 # %% auto #0
 __all__ = ['INDEX_HEADER_SIZE', 'HASH_SLOT_SIZE', 'INDEX_ENTRY_SIZE', 'INVALID_INDEX', 'MAX_MSGS_NUM_BATCH',
-           'ENTRY_DTYPE', 'index_file_size', 'build_key', 'index_key_hash', 'java_string_hashes',
-           'index_key_hashes', 'IndexFile', 'time_diff_seconds', 'index_keys_of', 'IndexQueryResult',
-           'index_file_name', 'IndexService', 'message_matches']
+           'ENTRY_DTYPE', 'index_file_size', 'build_key', 'index_key_hash', 'IndexFile', 'time_diff_seconds',
+           'index_keys_of', 'IndexQueryResult', 'index_file_name', 'IndexService', 'message_matches']
 
 # %% ../book/06_index.ipynb #0e1e6545
 import os, struct, time
@@ -39,36 +38,6 @@ def index_key_hash(key: str) -> int:
     "IndexFile.indexKeyHashMethod: abs(Java hashCode), with Integer.MIN_VALUE mapped to 0."
     h = java_string_hash(key)
     return abs(h) if h != -(1 << 31) else 0
-
-# %% ../book/06_index.ipynb #eb2a716f
-def _hash_chunk(strings) -> np.ndarray:
-    lengths = np.fromiter(map(len, strings), np.int64, len(strings))
-    units = np.frombuffer("".join(strings).encode("utf-16-be"), dtype=">u2")
-    if len(units) != lengths.sum():        # astral characters take two UTF-16 code units
-        lengths = np.fromiter((len(s.encode("utf-16-le")) // 2 for s in strings), np.int64, len(strings))
-    width = int(lengths.max()) if len(lengths) else 0
-    # right-align every string in a row of `width` code units: leading zeros leave Horner's sum alone
-    grid = np.zeros((len(strings), width), np.uint32)
-    shift = np.arange(len(strings)) * width + width - np.cumsum(lengths)
-    grid.reshape(-1)[np.arange(len(units)) + np.repeat(shift, lengths)] = units
-    h = np.zeros(len(strings), np.uint32)
-    for j in range(width):               # h = 31*h + c, wrapping at 2**32 like Java's int
-        h *= np.uint32(31)
-        h += grid[:, j]
-    return h.view(np.int32)
-
-def java_string_hashes(strings, chunk: int = 1 << 16) -> np.ndarray:
-    "Java String.hashCode of many strings at once (int32 array), vectorised with numpy."
-    strings = list(strings)
-    parts = [_hash_chunk(strings[i:i + chunk]) for i in range(0, len(strings), chunk)]
-    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
-
-def index_key_hashes(keys) -> np.ndarray:
-    "index_key_hash of many keys (int64 array >= 0)."
-    h = java_string_hashes(keys).astype(np.int64)
-    h = np.abs(h)
-    h[h == 1 << 31] = 0
-    return h
 
 # %% ../book/06_index.ipynb #9bbd5a25
 class IndexFile:
@@ -272,7 +241,7 @@ class IndexService:
         self.max_msgs_num_batch = max_msgs_num_batch
         self.on_file_full = on_file_full
         self.files: list[IndexFile] = []
-        self.opening_timestamp = 0       # while put_bulk runs: the store time of the entry it puts next
+        self.indexing_timestamp = 0      # the store time of the record being indexed (names a new file)
 
     @property
     def end_phy_offset(self) -> int:
@@ -320,6 +289,7 @@ class IndexService:
 
     def build_index(self, req) -> int:
         "Index one dispatched message (RocketMQ's buildIndex); return the number of keys put."
+        self.indexing_timestamp = req.store_timestamp     # a file opened now is named by this record
         offset, end = req.commit_log_offset, self.end_phy_offset
         if offset < end:
             return 0                     # indexed before (a replay after recovery)
@@ -413,120 +383,8 @@ class IndexService:
             f.destroy()
         self.files = []
 
-    def put_bulk(self, key_hashes, phy_offsets, store_timestamps) -> int:
-        "Put many (hash, offset, time) triples, commit-log order, the same bytes as put_key one by one."
-        h = np.asarray(key_hashes, np.int64); phy = np.asarray(phy_offsets, np.int64)
-        ts = np.asarray(store_timestamps, np.int64)
-        if len(phy) and (np.diff(phy) < 0).any():
-            raise ValueError("put_bulk needs physical offsets in commit-log order")
-        end = self.end_phy_offset
-        keep, again = phy >= end, np.flatnonzero(phy == end)     # as build_index: the last record's keys
-        keep[again[:self.keys_held_at_end() if len(again) else 0]] = False     # held already are not put
-        h, phy, ts = h[keep], phy[keep], ts[keep]
-        done = 0
-        try:
-            while done < len(h):
-                self.opening_timestamp = int(ts[done])      # a new file may be named by this entry's time
-                f = self.last_file()
-                take = min(f.index_num - f._count, len(h) - done)
-                _bulk_fill(f, h[done:done + take], phy[done:done + take], ts[done:done + take])
-                done += take
-        finally:
-            self.opening_timestamp = 0
-        return done
-
-    def build_index_bulk(self, batch) -> int:
-        "Index a whole decoded segment (a dispatch.SegmentBatch): the bytes build_index writes."
-        h = batch.headers
-        if getattr(batch, "index_hashes", None) is not None:   # hashed while decoding: no strings
-            rows = batch.index_rows                 # a header row per key: gather from columns, not rows
-            column = lambda name: np.ascontiguousarray(h[name]).astype(np.int64, copy=False)
-            keep = (column("sys_flag")[rows] & TRANSACTION_ROLLBACK_TYPE) != TRANSACTION_ROLLBACK_TYPE
-            rows = rows[keep]
-            return self.put_bulk(batch.index_hashes[keep], column("commit_log_offset")[rows],
-                                 column("store_timestamp")[rows])
-        rows = np.flatnonzero((h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE) != TRANSACTION_ROLLBACK_TYPE)
-        keys, per = [], np.zeros(len(rows), np.int64)
-        for j, r in enumerate(rows.tolist()):
-            ks = index_keys_of(batch.topics[batch.topic_ids[r]], batch.keys[r], batch.uniq_keys[r])
-            keys.extend(ks)
-            per[j] = len(ks)
-        phy = np.repeat(h["commit_log_offset"][rows].astype(np.int64), per)
-        ts = np.repeat(h["store_timestamp"][rows].astype(np.int64), per)
-        return self.put_bulk(index_key_hashes(keys), phy, ts)
-
 # %% ../book/06_index.ipynb #39665b23
 def message_matches(msg, topic: str, key: str, begin: int, end: int) -> bool:
     "Does a record really have this topic and key, and a store time in [begin, end]?"
     return (msg.topic == topic and begin <= msg.store_timestamp <= end
             and (key == msg.uniq_key or key in msg.keys))
-
-# %% ../book/06_index.ipynb #ef8638a9
-def _bulk_links(slot_of: np.ndarray, numbers: np.ndarray, slots: np.ndarray, count: int):
-    "prev of every new entry, the new head of every touched slot, and how many slots were empty."
-    m = len(slot_of)
-    order = np.argsort(slot_of, kind="stable")
-    s_sorted, n_sorted = slot_of[order], numbers[order]
-    head = np.ones(m, bool); head[1:] = s_sorted[1:] != s_sorted[:-1]
-    old = slots[s_sorted[head]].astype(np.int64)
-    old[(old <= INVALID_INDEX) | (old >= n_sorted[head])] = INVALID_INDEX   # as put_hash: past this entry
-    prev_sorted = np.empty(m, np.int64)
-    prev_sorted[1:] = n_sorted[:-1]
-    prev_sorted[head] = old
-    prev = np.empty(m, np.int64); prev[order] = prev_sorted
-    tail = np.ones(m, bool); tail[:-1] = s_sorted[1:] != s_sorted[:-1]
-    return prev, s_sorted[tail], n_sorted[tail], int((old == INVALID_INDEX).sum())
-
-def _bulk_diffs(ts: np.ndarray, begin: int, count: int) -> np.ndarray:
-    "timeDiff of every new entry, the first entry's quirk included."
-    first = time_diff_seconds(int(ts[0]), begin) if count <= 1 else None
-    if count <= 1:                      # the first entry is timed against the carried-over begin
-        begin = int(ts[0])
-    diffs = np.zeros(len(ts), np.int64) if begin <= 0 else \
-        np.minimum(np.maximum(ts - begin, 0) // 1000, _INT_MAX)
-    if first is not None:
-        diffs[0] = first
-    return diffs
-
-# %% ../book/06_index.ipynb #b16de907
-def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
-    "Put len(h) keys (they must fit) into `f` at once; the same bytes as put_hash one by one."
-    m = len(h)
-    if m == 0:
-        return
-    from mqstore.fast.records import compiled_kernels
-    if (K := compiled_kernels()) is not None:
-        return _bulk_fill_compiled(K, f, h, phy, ts)
-    count = f._count
-    assert count + m <= f.index_num
-    numbers = np.arange(count, count + m, dtype=np.int64)
-    slots = np.ndarray((f.slot_num,), ">i4", f._mm, INDEX_HEADER_SIZE)       # a view of the map
-    diffs = _bulk_diffs(ts, f._begin_ts, count)
-    prev, heads_at, heads, newly_used = _bulk_links(h % f.slot_num, numbers, slots, count)
-    entries = np.empty(m, ENTRY_DTYPE)
-    entries["key_hash"], entries["phy_offset"], entries["time_diff"], entries["prev_index"] = h, phy, diffs, prev
-    at = f._entries_at + count * INDEX_ENTRY_SIZE
-    f._mm[at:at + m * INDEX_ENTRY_SIZE] = entries.tobytes()
-    slots[heads_at] = heads
-    del slots
-    if count <= 1:
-        f.begin_phy_offset, f.begin_timestamp = int(phy[0]), int(ts[0])
-    f.hash_slot_count = f._slot_count + newly_used
-    f.index_count = count + m
-    f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])
-
-# %% ../book/06_index.ipynb #523d5b7d
-def _bulk_fill_compiled(K, f: IndexFile, h, phy, ts) -> None:
-    "`_bulk_fill` with the compiled kernel: the same entries, slots and header."
-    count = f._count
-    assert count + len(h) <= f.index_num
-    m = np.frombuffer(f._mm, np.uint8)
-    try:
-        end, _, used = K.fill_index(m, f.slot_num, f._entries_at, count, f._begin_ts, h, phy, ts)
-    finally:
-        del m
-    if count <= 1:
-        f.begin_phy_offset, f.begin_timestamp = int(phy[0]), int(ts[0])
-    f.hash_slot_count = f._slot_count + used
-    f.index_count = end
-    f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])

@@ -696,7 +696,7 @@ def get_batch_messages(commit_log, q, offset: int, max_count: int = 32, tags=Non
 
 # %% ../book/14_modern_stores.ipynb #20d08bc3
 from .consume_queue import queue_id_of_folder
-from .dispatch import scan_decode_segment
+from .fast.dispatch import scan_decode_segment
 from .message import INNER_BATCH_FLAG
 
 def batch_topics(root) -> list:
@@ -1087,7 +1087,7 @@ class LightQueueCheck:
 
 # %% ../book/14_modern_stores.ipynb #98323526
 import numpy as np
-from .dispatch import property_spans
+from .fast.dispatch import property_spans
 from .message import decode_properties
 
 # %% ../book/14_modern_stores.ipynb #c0fd6542
@@ -1346,7 +1346,7 @@ def config_for_store(root, conf) -> StoreConfig:
 # %% ../book/14_modern_stores.ipynb #cd4950a8
 import numpy as np
 from .auditing import store_segments, mapped_segment   # chapter 12: the log's segments, mapped
-from .dispatch import scan_topic_ids   # chapter 5: (topic id per record, topic names)
+from .fast.dispatch import scan_topic_ids   # chapter 10.2: (topic id per record, topic names)
 from .errors import DelayLevelsUnknownError
 from .message import SCHEDULE_TOPIC
 from .fast.records import scan_segment

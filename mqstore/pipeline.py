@@ -26,8 +26,9 @@ from .auditing import (Segment, store_path, store_segments, mapped_segment, AUDI
 # %% ../book/12_spark_pipeline.ipynb #38d8d683
 from .message import RecordStatus, check_record, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, PROPERTY_TAGS
 from .fast.records import scan_segment, scan_properties, header_ip
-from .dispatch import decode_segment_batch, scan_property
-from .index import index_keys_of, index_key_hashes
+from .fast.dispatch import decode_segment_batch, scan_property
+from .index import index_keys_of
+from .fast.index import index_key_hashes
 
 MESSAGE_FIELDS = {
     "segment": pa.int64(), "offset": pa.int64(), "total_size": pa.int32(), "magic": pa.int32(),
@@ -319,7 +320,7 @@ def tree_digests(folder) -> dict:
 
 # %% ../book/12_spark_pipeline.ipynb #936cab94
 from .consume_queue import ConsumeQueueStore
-from .dispatch import build_consume_queues_bulk
+from .fast.dispatch import build_consume_queues_bulk, put_bulk
 from .index import IndexService
 from .message import TRANSACTION_ROLLBACK_TYPE
 
@@ -367,13 +368,13 @@ def _write_queues(rows, out: Path, config: StoreConfig) -> dict:
     return _put_queues(per_queue, out, config)
 
 def _put_queues(per_queue: dict, out: Path, config: StoreConfig) -> dict:
-    "Append each queue's chunks of units, in list order, with ConsumeQueue.put_bulk; units per queue."
+    "Append each queue's chunks of units, in list order, with put_bulk (chapter 10.2); units per queue."
     cq = ConsumeQueueStore(out, config.consume_queue_units)
     queues = {}
     for (topic, queue_id), chunks in sorted(per_queue.items()):
         u = np.concatenate(chunks)
         q = cq.find_or_create(topic, queue_id)
-        q.put_bulk(u["offset"], u["size"], u["tags_code"], u["queue_offset"])
+        put_bulk(q, u["offset"], u["size"], u["tags_code"], u["queue_offset"])
         queues[f"{topic}-{queue_id}"] = q.max_offset_in_queue - q.min_offset_in_queue
     cq.flush()
     cq.close()
@@ -389,8 +390,10 @@ def _index_clock(ts: np.ndarray, entries_per_file: int):
         return last[0]
     return now
 
+from .fast.index import put_index_bulk
+
 def write_index(out: Path, config: StoreConfig, hashes, phy, ts, clock=None) -> IndexService:
-    "Index files from (hash, physical offset, store time) in commit-log order, via IndexService.put_bulk."
+    "Index files from (hash, physical offset, store time) in commit-log order, via put_index_bulk (chapter 10.2)."
     hashes, phy, ts = (np.asarray(a, np.int64) for a in (hashes, phy, ts))
     if len(phy) and (np.diff(phy) < 0).any():
         i = int(np.flatnonzero(np.diff(phy) < 0)[0])
@@ -398,7 +401,7 @@ def write_index(out: Path, config: StoreConfig, hashes, phy, ts, clock=None) -> 
                             f"the commit log has records whose PHYSICALOFFSET lies; run the audit")
     clock = clock or _index_clock(ts, config.index_entries - 1)
     service = IndexService(out / "index", config.index_slots, config.index_entries, clock=clock)
-    service.put_bulk(hashes, phy, ts)
+    put_index_bulk(service, hashes, phy, ts)
     service.flush()
     return service
 
@@ -418,7 +421,7 @@ def _keyed_part(h, lists):
     return keyed, hashes
 
 # %% ../book/12_spark_pipeline.ipynb #c3395d03
-from .dispatch import scan_decode_segment
+from .fast.dispatch import scan_decode_segment
 
 def _keyed_part_fast(h, batch, with_index: bool = True):
     "`_keyed_part` from the decode's own key columns (`batch.index_rows`, `batch.index_hashes`): no strings."

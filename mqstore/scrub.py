@@ -10,7 +10,7 @@ import mmap, time, warnings
 from dataclasses import dataclass
 import numpy as np
 from .consume_queue import FILLER_SIZE, CQ_STORE_UNIT_SIZE
-from .dispatch import scan_decode_segment
+from .fast.dispatch import scan_decode_segment
 from .index import ENTRY_DTYPE, index_keys_of
 from .message import (RecordStatus, check_record, TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE,
                              TRANSACTION_ROLLBACK_TYPE)
@@ -434,7 +434,7 @@ def _window_fields(w: LogWindow, rows, codes=None):
              int(h["queue_id"][r]), int(h["queue_offset"][r])) for r in rows]
 
 # %% ../book/13_real_stores.ipynb #8f6db965
-from .dispatch import delivery_codes
+from .fast.dispatch import delivery_codes
 
 # %% ../book/13_real_stores.ipynb #5765ab08
 from .message import SCHEDULE_TOPIC

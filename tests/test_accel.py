@@ -12,10 +12,11 @@ import pytest
 from mqstore.accel import _forced as _switch     # the stack fast_paths() pushes: True fast, False reference
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import mqstore.dispatch as dispatch
+import mqstore.fast.dispatch as dispatch
 import mqstore.message as message
 import mqstore.fast.records as fast_records
-from mqstore.dispatch import decode_segment_batch, scan_decode_segment
+from mqstore.fast.dispatch import decode_segment_batch, scan_decode_segment
+from mqstore.fast.index import put_index_bulk
 from mqstore.message import SCHEDULE_TOPIC, StoredMessage, encode_record
 from mqstore.fast.records import compiled_kernels, scan_segment
 
@@ -121,12 +122,12 @@ def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hash
         try:
             folder = tmp_path_factory.mktemp("idx")
             svc = IndexService(folder, slots, entries, clock=iter(range(10**12, 10**13, 1000)).__next__)
-            svc.put_bulk([7] * start, range(start), [10**12] * start)
+            put_index_bulk(svc, [7] * start, range(start), [10**12] * start)
             f = svc.last_file()
             for k, v in enumerate(garbage[:slots]):
                 f._mm[40 + 4 * k:44 + 4 * k] = v.to_bytes(4, "big", signed=True)
             n = len(hashes)
-            svc.put_bulk(hashes, np.arange(n) * 50 + 1000, 10**12 + np.arange(n) * 333)
+            put_index_bulk(svc, hashes, np.arange(n) * 50 + 1000, 10**12 + np.arange(n) * 333)
             svc.flush()
             return [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
         finally:
@@ -137,7 +138,7 @@ def test_compiled_index_fill_writes_the_bytes_of_the_sort(tmp_path_factory, hash
     try:
         folder = tmp_path_factory.mktemp("idx")
         svc = IndexService(folder, slots, entries, clock=iter(range(10**12, 10**13, 1000)).__next__)
-        svc.put_bulk([7] * start, range(start), [10**12] * start)
+        put_index_bulk(svc, [7] * start, range(start), [10**12] * start)
         f = svc.last_file()
         for k, v in enumerate(garbage[:slots]):
             f._mm[40 + 4 * k:44 + 4 * k] = v.to_bytes(4, "big", signed=True)

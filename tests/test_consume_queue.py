@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, HealthCheck, strategies as st
 from mqstore.errors import QueryError, InvalidTopicError, OffsetOutOfRangeError
+from mqstore.fast.dispatch import put_bulk
 from mqstore.consume_queue import (ConsumeQueue, ConsumeQueueStore, encode_unit, FILLER_SIZE, FILLER_UNIT,
                                    CQ_UNIT_DTYPE, valid_units, get_messages, GetMessageStatus,
                                    parse_subscription)
@@ -164,7 +165,7 @@ def test_put_bulk_equals_put(tmp_path_factory, steps, start, replay):
             q.put(offs[i], sizes[i], codes[i], cqo[i])
     for i in range(len(offs)):
         a.put(offs[i], sizes[i], codes[i], cqo[i])
-    b.put_bulk(offs, sizes, codes, cqo)
+    put_bulk(b, offs, sizes, codes, cqo)
     assert [f.name for f in a.mfq.files] == [f.name for f in b.mfq.files]
     assert all(bytes(x._mm) == bytes(y._mm) for x, y in zip(a.mfq.files, b.mfq.files))
     assert a.max_physic_offset == b.max_physic_offset and a.max_offset_in_queue == b.max_offset_in_queue

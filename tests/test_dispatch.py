@@ -8,8 +8,9 @@ from mqstore.message import Message, encode_record, StoredMessage, TRANSACTION_R
 from mqstore.fast.records import scan_segment
 from mqstore.consume_queue import ConsumeQueueStore, get_messages, GetMessageStatus
 from mqstore.index import IndexService, index_keys_of
-from mqstore.dispatch import (read_dispatch_request, dispatch_range, ReputService, scan_property,
-                              decode_segment_batch, build_consume_queues_bulk)
+from mqstore.dispatch import read_dispatch_request, dispatch_range, ReputService
+from mqstore.fast.dispatch import scan_property, decode_segment_batch, build_consume_queues_bulk
+from mqstore.fast.index import build_index_bulk
 
 SEG = 65536
 
@@ -151,7 +152,7 @@ def test_queues_and_keys_after_dispatch(tmp_path_factory, specs, window):
             h, _, _ = scan_segment(buf)
             batch = decode_segment_batch(buf, h)
             build_consume_queues_bulk(cqb, batch)
-            idb.build_index_bulk(batch)
+            build_index_bulk(idb, batch)
             del batch, h
     for s in (cqs, cqb):
         s.flush()
@@ -195,7 +196,7 @@ def test_dispatch_from_a_later_offset_is_idempotent(tmp_path):
 
 from mqstore.message import decode_properties, tags_code
 from mqstore.index import index_key_hash
-from mqstore.dispatch import property_spans, span_java_hashes
+from mqstore.fast.dispatch import property_spans, span_java_hashes
 
 _PIECES = [b"TAGS", b"KEYS", b"UNIQ_KEY", b"\x01", b"\x02", b" ", b"a", b"Zz", "\u00e9".encode(), "\u4e3b".encode(),
            b"\xff", b"TAGS\x01", b"KEYS\x01", b"\x02TAGS\x01"]

@@ -1,13 +1,16 @@
-"""Dispatch in batches (chapter 5's `dispatch_range_bulk`, chapter 7's `batch_dispatch`) against the
+"""Dispatch in batches (chapter 10.2's `dispatch_range_bulk`, the fast `dispatch_range`) against the
 per-record reference: on random commit logs and on damaged ones (torn tails, flipped bits, zeroed
 pages, blanks, foreign records), the batch pass and the per-record pass stop at the same offset,
 dispatch the same records and write byte-identical consume queues and index files (names
-included); abnormal recovery and the reput thread of a store, run both ways, leave the same files.
+included); abnormal recovery and the reput thread of a store, run with the fast paths on and off
+(`accel.fast_paths`), leave the same files.
 `tests/test_accel.py::test_fallback_suite_without_kernels` runs this file without the kernels too."""
 import filecmp
 import itertools
 import shutil
 import tempfile
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,10 @@ from mqstore.checkpoint import create_abort_file
 from mqstore.commit_log import CommitLog
 from mqstore.config import StoreConfig
 from mqstore.consume_queue import ConsumeQueueStore
-from mqstore.dispatch import build_consume_queues_bulk, dispatch_range, dispatch_range_bulk
+from mqstore import accel
+from mqstore.dispatch import dispatch_range
+from mqstore.fast.dispatch import build_consume_queues_bulk, dispatch_range_bulk, _bulk_form
+from mqstore.fast.index import build_index_bulk
 from mqstore.index import IndexService
 from mqstore.message import Message
 from mqstore.recovery import Redispatched
@@ -32,19 +38,16 @@ class Derived:
 
     def __init__(self, folder: Path):
         self.cq = ConsumeQueueStore(folder, units_per_file=8)
-        self.ts = 0
-        self.index = IndexService(folder / "index", 8, 12,
-                                  clock=lambda: self.index.opening_timestamp or self.ts or T0)
+        self.index = IndexService(folder / "index", 8, 12, clock=lambda: self.index.indexing_timestamp or T0)
         self.dispatched = 0
 
     def one(self, req):
         self.dispatched += 1
         self.cq.dispatch(req)
-        self.ts = req.store_timestamp            # a new index file is named by the record that opens it
-        self.index.build_index(req)
+        self.index.build_index(req)              # a new index file is named by the record that opens it
 
     def batch(self):
-        return [lambda b: build_consume_queues_bulk(self.cq, b), self.index.build_index_bulk]
+        return [partial(build_consume_queues_bulk, self.cq), partial(build_index_bulk, self.index)]
 
     def close(self):
         self.cq.close()
@@ -66,7 +69,7 @@ def both_passes(log_root: Path, work: Path):
     log = CommitLog(log_root, CFG).load()
     try:
         a, b = Derived(work / "a"), Derived(work / "b")
-        end_a = dispatch_range(log, 0, [a.one])
+        end_a = dispatch_range.reference(log, 0, [a.one])
         end_b, count = dispatch_range_bulk(log, 0, [b.one], b.batch())
         a.close(), b.close()
         return (end_a, a.dispatched, derived_files(work / "a")), (end_b, count, derived_files(work / "b"))
@@ -100,7 +103,7 @@ def test_a_pass_that_starts_mid_log_and_stops_early_agrees(tmp_path):
         a, b = Derived(tmp_path / "a"), Derived(tmp_path / "b")
         mid, stop = log.max_offset // 3, 2 * log.max_offset // 3
         for start, end in ((0, mid), (mid, stop), (stop, None)):
-            got_a = dispatch_range(log, start, [a.one], end)
+            got_a = dispatch_range.reference(log, start, [a.one], end)
             got_b = dispatch_range_bulk(log, start, [b.one], b.batch(), end)[0]
             assert got_a == got_b
         a.close(), b.close()
@@ -122,12 +125,11 @@ def fixed_clock():
     return lambda: T0 + 1000 * next(c)
 
 
+@contextmanager
 def open_store(root: Path, batch: bool, observer=None):
-    MessageStore.batch_dispatch = batch
-    try:
-        return MessageStore.open(root, STORE_CFG, clock=fixed_clock(), observer=observer)
-    finally:
-        MessageStore.batch_dispatch = True
+    "A store with the fast paths on (batches) or off (the reference) for its whole life."
+    with accel.fast_paths(batch), MessageStore.open(root, STORE_CFG, clock=fixed_clock(), observer=observer) as s:
+        yield s
 
 
 def store_msgs(n: int, seed: int = 0):
@@ -174,7 +176,6 @@ def test_the_reput_thread_in_batches_writes_what_it_writes_per_record(tmp_path):
     files = {}
     for batch in (True, False):
         with open_store(tmp_path / str(batch), batch) as s:
-            assert (s.reput.bulk is not None) == batch
             msgs = store_msgs(400, seed=1)
             for k in range(0, 400, 37):                        # puts and batches, dispatch running
                 if k % 2:
@@ -200,7 +201,7 @@ def test_a_store_with_a_dispatching_plugin_keeps_the_per_record_path(tmp_path):
 
     plugin = Counter()
     with MessageStore.open(tmp_path, STORE_CFG, clock=fixed_clock(), plugins=[plugin]) as s:
-        assert s.reput.bulk is None and s._batch_dispatchers() is None
+        assert [_bulk_form(d) is None for d in s.reput.dispatchers][-1]     # the plugin: no batch form
         for m in store_msgs(30):
             s.put(m)
         assert s.wait_dispatched()

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings, HealthCheck, strategies as st
 from mqstore.errors import QueryError, CorruptFileError
 from mqstore.message import java_string_hash, TRANSACTION_ROLLBACK_TYPE
-from mqstore.index import (IndexFile, IndexService, index_key_hash, index_key_hashes, java_string_hashes,
+from mqstore.fast.index import index_key_hashes, java_string_hashes, put_index_bulk
+from mqstore.index import (IndexFile, IndexService, index_key_hash,
                            index_keys_of, index_file_size, time_diff_seconds, build_key, INDEX_HEADER_SIZE)
 
 
@@ -181,7 +182,7 @@ def test_queries_are_exact_and_bulk_is_identical(tmp_path_factory, specs, window
         if m.sys_flag != TRANSACTION_ROLLBACK_TYPE:
             for k in index_keys_of(m.topic, m.keys, m.uniq_key):
                 ks.append(k); ph.append(m.commit_log_offset); tss.append(m.store_timestamp)
-    b.put_bulk(index_key_hashes(ks), ph, tss)
+    put_index_bulk(b, index_key_hashes(ks), ph, tss)
     a.flush(); b.flush()
     fa, fb = (sorted(x.iterdir()) if x.exists() else [] for x in (d / "a", d / "b"))
     assert [p.name for p in fa] == [p.name for p in fb]

@@ -8,7 +8,8 @@ import pytest
 from mqstore.commit_log import walk_log
 from mqstore.config import StoreConfig
 from mqstore.dispatch import DispatchRequest
-from mqstore.index import IndexService, build_key, index_key_hash, index_key_hashes, index_keys_of
+from mqstore.index import IndexService, build_key, index_key_hash, index_keys_of
+from mqstore.fast.index import index_key_hashes, put_index_bulk
 from mqstore.message import Message, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, transaction_type
 from mqstore.recovery import IndexHoleFound
 from mqstore.store import MessageStore
@@ -108,7 +109,7 @@ def test_a_record_whose_keys_span_two_files_gets_only_its_missing_keys_again(tmp
         put = [svc.build_index(r) for r in reqs]
     else:
         keys = [build_key("T", k) for r in reqs for k in r.keys.split()]
-        put = [svc.put_bulk(index_key_hashes(keys), [0, 0, 100, 100], [T0, T0, T0 + 1000, T0 + 1000])]
+        put = [put_index_bulk(svc, index_key_hashes(keys), [0, 0, 100, 100], [T0, T0, T0 + 1000, T0 + 1000])]
     assert sum(put) == 1                                  # d only: a, b, c are held
     assert [(int(h), int(p)) for f in svc.files for h, p, _, _ in f.entries().tolist()] == once
     svc.close()
