@@ -1,4 +1,4 @@
-"""Dispatch in batches (chapter 5's `dispatch_range_bulk`, chapter 7's `batch_dispatch`) against the
+"""Dispatch in batches (chapter 5's `dispatch_range_bulk`; the store with the fast paths on) against the
 per-record reference: on random commit logs and on damaged ones (torn tails, flipped bits, zeroed
 pages, blanks, foreign records), the batch pass and the per-record pass stop at the same offset,
 dispatch the same records and write byte-identical consume queues and index files (names
@@ -22,7 +22,8 @@ from mqstore.index import IndexService
 from mqstore.message import Message
 from mqstore.recovery import Redispatched
 from mqstore.store import MessageStore
-from test_recovery_fast import CFG, T0, build_log, damage, messages
+from mqstore import accel
+from test_fast_recovery import CFG, T0, build_log, damage, messages
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -123,11 +124,9 @@ def fixed_clock():
 
 
 def open_store(root: Path, batch: bool, observer=None):
-    MessageStore.batch_dispatch = batch
-    try:
+    "Open with the fast paths on (`batch`) or the reference (section 10's switch)."
+    with accel.fast_paths(batch):
         return MessageStore.open(root, STORE_CFG, clock=fixed_clock(), observer=observer)
-    finally:
-        MessageStore.batch_dispatch = True
 
 
 def store_msgs(n: int, seed: int = 0):
@@ -152,20 +151,20 @@ def test_abnormal_recovery_in_batches_leaves_the_files_of_the_reference(n, data)
             at = data.draw(st.integers(0, len(raw) - 1))
             raw[at] ^= 0x10                                   # a flipped bit somewhere in the last segment
             segs[-1].write_bytes(bytes(raw))
-        out = {}
+        out, counts = {}, None
         for batch in (True, False):
             copy = root / f"copy-{batch}"
             shutil.copytree(root / "s", copy)
             create_abort_file(copy)
             (copy / "checkpoint").write_bytes(bytes(len((copy / "checkpoint").read_bytes())))
-            seen = []
-            with open_store(copy, batch, seen.append) as s:
-                out[batch] = (s.recovered_offset, [e.count for e in seen if isinstance(e, Redispatched)],
-                              s.commit_log.max_offset)
+            seen = []                                         # an observer for the reference only: the
+            with open_store(copy, batch, None if batch else seen.append) as s:   # fast one has none
+                out[batch] = (s.recovered_offset, s.commit_log.max_offset)
             out[batch] += (derived_files(copy),)
-        assert out[True][:3] == out[False][:3]
-        assert damaged or (out[True][1] == [n] and out[True][2] > 0)     # undamaged: every record replayed
-        assert out[True][3] == out[False][3]
+            counts = counts if batch else [e.count for e in seen if isinstance(e, Redispatched)]
+        assert out[True][:2] == out[False][:2]
+        assert damaged or (counts == [n] and out[True][1] > 0)     # undamaged: every record replayed
+        assert out[True][2] == out[False][2]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -174,7 +173,6 @@ def test_the_reput_thread_in_batches_writes_what_it_writes_per_record(tmp_path):
     files = {}
     for batch in (True, False):
         with open_store(tmp_path / str(batch), batch) as s:
-            assert (s.reput.bulk is not None) == batch
             msgs = store_msgs(400, seed=1)
             for k in range(0, 400, 37):                        # puts and batches, dispatch running
                 if k % 2:
@@ -200,20 +198,19 @@ def test_a_store_with_a_dispatching_plugin_keeps_the_per_record_path(tmp_path):
 
     plugin = Counter()
     with MessageStore.open(tmp_path, STORE_CFG, clock=fixed_clock(), plugins=[plugin]) as s:
-        assert s.reput.bulk is None and s._batch_dispatchers() is None
+        assert s._dispatchers()[-1] == plugin.dispatch
         for m in store_msgs(30):
             s.put(m)
         assert s.wait_dispatched()
     assert plugin.n == 30
 
 
-@pytest.mark.parametrize("share, chunk, damage", [(2, 1 << 26, None), (8, 97, None), (8, 1500, None),
-                                                  (3, 700, 0.6), (8, 2000, 0.1), (4, 5000, 0.9)])
-def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_files(tmp_path, share, chunk, damage):
-    """Without an observer, a segment is scanned by two threads (SPLIT_BYTES lowered here): the first
-    1/share here, the rest chunk by chunk in the other thread; with `damage`, one byte of the last
-    segment flipped at that fraction of its records."""
-    import mqstore.recovery as recovery
+@pytest.mark.parametrize("window, damage", [(1 << 24, None), (97, None), (1500, None),
+                                            (700, 0.6), (2000, 0.1), (5000, 0.9)])
+def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_files(tmp_path, window, damage):
+    """Without an observer, the fast walk scans a segment in two halves at once (SPLIT_BYTES lowered here),
+    `window` bytes at a time; with `damage`, one byte of the last segment flipped at that fraction of its records."""
+    from mqstore.fast import recovery
     with open_store(tmp_path / "s", True) as s:
         for m in store_msgs(300, seed=2):
             s.put(m)
@@ -225,8 +222,8 @@ def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_file
         data[int(end * damage)] ^= 0x40
         last.write_bytes(bytes(data))
     out = {}
-    saved = recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES
-    recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES = 1, share, chunk
+    saved = recovery.SPLIT_BYTES, recovery.WINDOW_BYTES
+    recovery.SPLIT_BYTES, recovery.WINDOW_BYTES = 1, window
     try:
         for batch in (True, False):
             copy = tmp_path / f"copy-{batch}"
@@ -237,5 +234,5 @@ def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_file
                 out[batch] = (s.recovered_offset, s.commit_log.max_offset)
             out[batch] += (derived_files(copy),)
     finally:
-        recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES = saved
+        recovery.SPLIT_BYTES, recovery.WINDOW_BYTES = saved
     assert out[True] == out[False] and out[True][0] > 0 and len(out[True][2]) > 10

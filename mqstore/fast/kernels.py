@@ -335,7 +335,7 @@ def fill_index(m, slot_num, entries_at, count, begin_ts, h, phy, ts):
         count += 1
     return count, begin_ts, used
 
-# %% ../../book/07_recovery.ipynb #271e4b0a
+# %% ../../book/10c_fast_recovery.ipynb #1b93a3e4
 @njit(cache=True, nogil=True)
 def hop_to(d, pos, n, target):
     "Hop over the records' sizes from pos to the first start at or past target; -1 if a size looks wrong."
