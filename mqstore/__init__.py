@@ -484,6 +484,7 @@ _API = {
     'recover_abnormally': 'recovery',
     'IndexHoleFound': 'recovery',
     'clip_positions': 'recovery',
+    'units_below': 'recovery',
     'clip_queue': 'recovery',
     'recover_read_only': 'recovery',
     'HoleSealed': 'recovery',

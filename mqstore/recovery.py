@@ -4,8 +4,8 @@
 __all__ = ['RecordChecked', 'WalkStopped', 'walk_segments', 'Truncated', 'truncate_commit_log', 'RecoveryStarted',
            'SegmentChosen', 'walk_last_segments', 'recover_normally', 'SegmentChecked', 'segment_matches',
            'choose_abnormal_start', 'Redispatched', 'IndexFilesDropped', 'abnormal_start', 'recover_abnormally',
-           'IndexHoleFound', 'clip_positions', 'clip_queue', 'recover_read_only', 'HoleSealed', 'segment_valid_end',
-           'find_holes', 'seal_hole', 'seal_holes']
+           'IndexHoleFound', 'clip_positions', 'units_below', 'clip_queue', 'recover_read_only', 'HoleSealed',
+           'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes']
 
 # %% ../book/07_recovery.ipynb #0b36754d
 from dataclasses import dataclass
@@ -216,8 +216,8 @@ class IndexHoleFound:
     names: tuple               # the index files written to fill it
 
 # %% ../book/07_recovery.ipynb #80447f2d
-import numpy as np
-from .consume_queue import CQ_UNIT_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
+import struct
+from .consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE
 
 def clip_positions(mfq, offset: int) -> None:
     "In memory only: make `offset` the end of a segment queue, as truncation would, writing nothing."
@@ -229,15 +229,15 @@ def clip_positions(mfq, offset: int) -> None:
         mf.set_positions(min(max(offset - mf.file_from_offset, 0), mf.file_size))
     mfq.flushed_where = mfq.committed_where = offset
 
-def _units_below(units, phy_end: int, chunk: int = 1 << 14) -> int:
-    "How many units from the start are valid and point below `phy_end` (fillers pass), chunk by chunk."
-    for a in range(0, len(units), chunk):
-        u = units[a:a + chunk]
-        filler = u["size"] == FILLER_SIZE
-        ok = (u["offset"] >= 0) & (u["size"] > 0) & (filler | (u["offset"] + u["size"] <= phy_end))
-        if not ok.all():
-            return a + int(np.argmin(ok))
-    return len(units)
+@accelerated
+def units_below(raw, phy_end: int) -> int:
+    "How many 20-byte units of `raw`, from the start, are valid and point below `phy_end` (fillers pass)."
+    n = 0
+    for offset, size, _ in struct.iter_unpack(">qiq", raw[:len(raw) - len(raw) % CQ_STORE_UNIT_SIZE]):
+        if not (offset >= 0 and size > 0 and (size == FILLER_SIZE or offset + size <= phy_end)):
+            break
+        n += 1
+    return n
 
 def clip_queue(q, phy_end: int) -> int:
     "In memory only: the valid units of a consume queue that point below `phy_end`; returns the end position."
@@ -245,8 +245,8 @@ def clip_queue(q, phy_end: int) -> int:
     end = q.mfq.min_offset
     for i in range(max(0, len(files) - 3), len(files)):
         mf = files[i]
-        with mf.view(0, mf.file_size) as raw:        # read in place, a chunk at a time
-            n = _units_below(np.frombuffer(raw, CQ_UNIT_DTYPE), phy_end)
+        with mf.view(0, mf.file_size) as raw:        # read in place
+            n = units_below(raw, phy_end)
         end = mf.file_from_offset + n * CQ_STORE_UNIT_SIZE
         if n * CQ_STORE_UNIT_SIZE < mf.file_size:
             break

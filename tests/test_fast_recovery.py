@@ -4,7 +4,9 @@ of its REPLACES:
 * "mqstore.recovery.walk_segments" -> `walk_segments_fast` (one vectorised `scan_segment` per window,
   a big segment's halves at once) against `walk_segments` (`check_record` record by record);
 * "mqstore.recovery.recover_abnormally" -> `recover_abnormally_fast` (the fast walk finds the end,
-  `dispatch_range` re-dispatches the range) against the reference's walk-and-dispatch.
+  `dispatch_range` re-dispatches the range) against the reference's walk-and-dispatch;
+* "mqstore.recovery.units_below" -> `units_below_fast` (a queue file's units as one numpy array) against
+  the per-unit count of a read-only open.
 
 On random commit logs and on damaged ones (torn tails, flipped bits, zeroed pages, blanks, foreign
 records) both give the same verdict, the same observer events and the same messages; normal and
@@ -159,9 +161,12 @@ def test_fast_recoveries_leave_the_same_store(msgs, data):
 
 def test_every_replacement_is_tested_here():
     "The REPLACES keys of mqstore.fast.recovery, each compared above."
-    assert set(REPLACES) == {"mqstore.recovery.walk_segments", "mqstore.recovery.recover_abnormally"}
+    assert set(REPLACES) == {"mqstore.recovery.walk_segments", "mqstore.recovery.recover_abnormally",
+                             "mqstore.recovery.units_below"}
     assert REPLACES["mqstore.recovery.walk_segments"] is walk_segments_fast
     assert REPLACES["mqstore.recovery.recover_abnormally"] is recover_abnormally_fast
+    from mqstore.fast.recovery import units_below_fast
+    assert REPLACES["mqstore.recovery.units_below"] is units_below_fast
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -257,3 +262,51 @@ def test_a_crashed_store_recovers_to_the_same_files_both_ways(msgs, data):
             assert out[0][1][name] == out[1][1][name], name
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the read-only open's unit count
+import struct
+
+from mqstore.consume_queue import FILLER_SIZE
+from mqstore.fast.recovery import units_below_fast
+from mqstore.recovery import units_below
+
+units = st.one_of(
+    st.tuples(st.integers(0, 10**6), st.integers(1, 500), st.integers(-2**63, 2**63 - 1)),          # plausible
+    st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1)),
+    st.tuples(st.integers(2**63 - 1000, 2**63 - 1), st.integers(1, 2000), st.just(0)),              # sum overflows
+    st.tuples(st.integers(0, 10**6), st.just(FILLER_SIZE), st.just(0)),                              # fillers
+    st.just((0, 0, 0)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(units, max_size=60), st.integers(-5, 2 * 10**6), st.integers(0, 19), st.integers(1, 70))
+def test_fast_unit_count_is_the_reference_count(rows, phy_end, ragged, chunk):
+    "mqstore.recovery.units_below against units_below_fast, on random and damaged units, a chunk size lowered."
+    from mqstore.fast import recovery as fr
+    raw = b"".join(struct.pack(">qiq", *r) for r in rows) + bytes(ragged)     # a torn last unit too
+    saved, fr.UNIT_CHUNK = fr.UNIT_CHUNK, chunk
+    try:
+        assert units_below_fast(raw, phy_end) == units_below.reference(raw, phy_end)
+        assert units_below_fast(memoryview(raw), phy_end) == units_below.reference(memoryview(raw), phy_end)
+    finally:
+        fr.UNIT_CHUNK = saved
+
+
+def test_a_read_only_open_clips_the_same_way_both_ways(tmp_path):
+    "A store whose queues point past a cut log, opened read-only with the reference and with the fast paths."
+    c = itertools.count()
+    s = MessageStore.open(tmp_path / "s", STORE_CFG, clock=lambda: T0 + 1000 * next(c))
+    for i in range(120):
+        s.put(Message(f"T{i % 3}", b"x" * (i % 70), queue_id=i % 2))
+    s.close()
+    last = sorted((tmp_path / "s" / "commitlog").iterdir())[-1]
+    raw = bytearray(last.read_bytes())
+    raw[len(raw.rstrip(b"\0")) // 2:] = bytes(len(raw) - len(raw.rstrip(b"\0")) // 2)          # the tail lost
+    last.write_bytes(bytes(raw))
+    seen = []
+    for fast in (False, True):
+        with accel.fast_paths(fast):
+            with MessageStore.open(tmp_path / "s", STORE_CFG, read_only=True) as ro:
+                seen.append((ro.recovered_offset, sorted((k, q.max_offset_in_queue) for k, q in ro.cq_store)))
+    assert seen[0] == seen[1] and seen[0][0] > 0
