@@ -30,7 +30,7 @@ class LogWindow:
     base: int              # absolute offset of buf[0]
 
 # %% ../book/13_real_stores.ipynb #4e5167e0
-from .recovery import drop_pages          # chapter 7: a read walk gives its pages back
+from .fast.recovery import drop_pages     # section 10.3: a read walk gives its pages back
 
 def segment_windows(mf, start: int, view_end: int, window: int = SCRUB_WINDOW):
     """Walk one segment's records from `start` like `walk_log`, `window` bytes at a time: yield a `LogWindow`

@@ -4,8 +4,7 @@
 __all__ = ['TOPIC_MAX_LENGTH', 'RETRY_OR_DLQ_TOPIC_MAX_LENGTH', 'RETRY_TOPIC_PREFIX', 'DLQ_TOPIC_PREFIX',
            'STORE_ENTRIES', 'FlushConsumeQueueService', 'plugin_calls', 'MessageStore', 'QueueTailsDropped',
            'guard_thread', 'check_topic', 'check_host', 'check_message', 'check_query_arguments',
-           'check_config', 'check_open_arguments', 'check_store_root', 'last_store_timestamp',
-           'repair_store', 'batch_checked']
+           'check_config', 'check_open_arguments', 'check_store_root', 'last_store_timestamp', 'repair_store']
 
 # %% ../book/07_recovery.ipynb #1f709d3b
 import os, threading, time, warnings
@@ -60,7 +59,6 @@ def plugin_calls(plugins, method: str):
 # %% ../book/07_recovery.ipynb #a4d6b30d
 class MessageStore:
     "A RocketMQ store: commit log, consume queues, index, checkpoint; start-up, recovery, shutdown."
-    batch_dispatch = True       # dispatch in batches (the excursion at the end); False: per record
 
     def __init__(self, root, config: StoreConfig | None = None, clock=None, observer=None,
                  read_only: bool = False, plugins=()):
@@ -99,9 +97,8 @@ class MessageStore:
         self.cq_store = ConsumeQueueStore(self.root, cfg.consume_queue_units).load(self.read_only)
         self.light_dispatch = light_dispatcher(self)
         self.cq_store.delay_levels = cfg.message_delay_level     # delivery times of delayed messages
-        self._indexing_ts = 0
         self.index = IndexService(self.root / "index", cfg.index_slots, cfg.index_entries,
-                                  clock=lambda: self.index.opening_timestamp or self._indexing_ts or self.clock(),
+                                  clock=lambda: self.index.indexing_timestamp or self.clock(),
                                   max_msgs_num_batch=cfg.max_msgs_num_batch,
                                   on_file_full=self._index_file_full)
         self.dropped_index_from = None
@@ -150,25 +147,15 @@ class MessageStore:
     def _keys_between(self, lo: int, hi: int, skip_first: bool) -> bool:
         """Does a record in [lo, hi) need index entries (the one at `lo` left out with `skip_first`)?
     A log that breaks or ends before `hi` says yes: the files cannot be trusted past it."""
-        mfq, pos = self.commit_log.mfq, lo
-        while pos < hi:
-            mf = mfq.find_by_offset(pos)
-            base = mf.file_from_offset
-            end = min(hi - base, mf.wrote_position)
-            with mf.view(0, end) as buf:                 # chapter 5's compiled scan: the keys' rows at once
-                headers, stop, status, batch = scan_decode_segment(buf, pos - base, end=end)
-                rows = batch.index_rows
-                keyed = headers["offset"][rows][(headers["sys_flag"][rows] & TRANSACTION_ROLLBACK_TYPE)
-                                                != TRANSACTION_ROLLBACK_TYPE].astype(np.int64) + base
-                del headers, batch, rows
-            if (keyed > lo).any() or (len(keyed) and not skip_first):
+        walk = walk_log(self.commit_log.mfq, lo, hi)
+        while True:
+            try:
+                off, m = next(walk)
+            except StopIteration as done:            # (where the walk stopped, its status)
+                return done.value[0] < hi
+            if ((off > lo or not skip_first) and transaction_type(m.sys_flag) != TRANSACTION_ROLLBACK_TYPE
+                    and index_keys_of(m.topic, m.keys, m.uniq_key)):
                 return True
-            if base + stop >= hi:
-                return False
-            if status is not RecordStatus.BLANK and stop < mf.file_size:
-                return True                              # the log breaks or ends inside the gap
-            pos = base + mf.file_size
-        return False
 
     def _first_index_hole(self, files, upto: int | None = None):
         """(i, start, end) of the first hole of the index `files` (in order), or None: records with keys in
@@ -259,34 +246,11 @@ class MessageStore:
             self._emit(QueueTailsDropped(tuple(dropped), replay_from))
         return replay_from
 
-    def _build_index(self, req) -> int:
-        "Index a record; a new index file is named by the store time of the record that opens it."
-        self._indexing_ts = req.store_timestamp
-        return self.index.build_index(req)
-
     def _dispatchers(self):
+        "What every record is handed to, in order: the consume queues, light queues, the index, plugins."
         light = [self.light_dispatch] if getattr(self, "light_dispatch", None) else []   # chapter 14
-        return ([self.cq_store.dispatch] + light + ([self._build_index] if self.config.message_index_enable else [])
+        return ([self.cq_store.dispatch] + light + ([self.index.build_index] if self.config.message_index_enable else [])
                 + plugin_calls(self.plugins, "dispatch"))
-
-    def _redispatch(self, message) -> None:
-        req = request_from_message(message)
-        for d in self._dispatchers():
-            d(req)
-
-    def _batch_dispatchers(self):
-        "The dispatchers of a batch (consume queues, then the index), or None: per record only."
-        if not self.batch_dispatch or getattr(self, "light_dispatch", None) or plugin_calls(self.plugins, "dispatch"):
-            return None
-        return [self._queue_batch] + ([self.index.build_index_bulk] if self.config.message_index_enable else [])
-
-    def _queue_batch(self, batch) -> int:
-        return build_consume_queues_bulk(self.cq_store, batch)
-
-    def _dispatch_batch(self, batch) -> None:
-        "Hand one decoded batch to every batch dispatcher, in order."
-        for d in self._batch_dispatchers():
-            d(batch)
 
     def _rebuild_index_holes(self) -> None:
         "After a clean stop: fill the holes of the index files, up to the end of the log."
@@ -308,12 +272,11 @@ class MessageStore:
         else:
             min_ts = (self.checkpoint.min_timestamp_index() if cfg.message_index_enable and cfg.message_index_safe
                       else self.checkpoint.min_timestamp())
-            batch = self._dispatch_batch if self._batch_dispatchers() else None     # excursion, end of chapter
             torn = None if self.rebuild else self._drop_torn_queue_tails()
             not_after = min((x for x in (self.dropped_index_from, torn) if x is not None), default=None)
             self.cq_store.mending = True                # the replay rewrites units a kill tore (chapter 5's mend)
-            process = recover_abnormally(self.commit_log, min_ts, self._redispatch, cfg.check_crc_on_recover,
-                                         self.observer, not_after=not_after, redispatch_batch=batch)
+            process = recover_abnormally(self.commit_log, min_ts, self._dispatchers(), cfg.check_crc_on_recover,
+                                         self.observer, not_after=not_after)
             self.cq_store.mending = False
         if not self.commit_log.mfq.files:
             self.cq_store.destroy()
@@ -357,8 +320,7 @@ class MessageStore:
             self.closed = False
             return
         reput_from = min(self._replay_from(), self.commit_log.max_offset)   # never past the end recovery found
-        self.reput = ReputService(self.commit_log, self._dispatchers(), from_offset=reput_from,
-                                  bulk=self._batch_dispatchers())     # in batches: the excursion at the end
+        self.reput = ReputService(self.commit_log, self._dispatchers(), from_offset=reput_from)
         self.reput.dispatch_until()                       # catch up before taking puts
         self._unstick_dispatch()
         self.commit_log.topic_queue_table = self.cq_store.recover_topic_queue_table(self.commit_log.min_offset)
@@ -585,21 +547,15 @@ class MessageStore:
         "Append many messages at once (see CommitLog.put_batch); nothing is written if one is invalid."
         self._check_open()
         messages = list(messages) if not isinstance(messages, list) else messages
-        cfg, cols = self.commit_log.config, None
-        if messages and compiled_kernels() is not None:     # the batch as columns, checked at once (below)
-            cols = batch_columns(messages, cfg.store_host, cfg.max_message_size)
-        if cols is None or not batch_checked(messages, cols):
-            for m in messages:
-                check_message(m)                    # before anything is written
+        for m in messages:
+            check_message(m)                        # before anything is written
         self._check_services()
         result = self.commit_log.put_batch(messages)
         self.reput.notify()
         return result
 
 # %% ../book/07_recovery.ipynb #cb465432
-import numpy as np
 from .commit_log import walk_log
-from .dispatch import scan_decode_segment
 from .index import index_keys_of
 from .message import transaction_type, TRANSACTION_ROLLBACK_TYPE, RecordStatus
 from .recovery import IndexHoleFound
@@ -619,9 +575,6 @@ class QueueTailsDropped:
     "After a crash, the last unit of these queues disagreed with its record and was dropped."
     queues: tuple
     replay_from: int           # where the replay must start to write them again
-
-# %% ../book/07_recovery.ipynb #7d66b773
-from .dispatch import build_consume_queues_bulk
 
 # %% ../book/07_recovery.ipynb #f674aab5
 from .errors import MQStoreError
@@ -788,32 +741,3 @@ def repair_store(root, config: StoreConfig | None = None, observer=None) -> int:
         store.wait_dispatched()
         store.commit_log.publish_flushed(last_store_timestamp(store.commit_log))   # all of it is on disk
         return store.commit_log.max_offset
-
-# %% ../book/07_recovery.ipynb #88a34de1
-from itertools import repeat
-from .fast.put import batch_columns
-from .errors import MessageError
-from .fast.records import compiled_kernels
-
-_NONE = object()                # no attribute (vars() would build a dict for every message)
-
-def batch_checked(messages, cols) -> bool:
-    "True if every message of the batch passes `check_message`, decided on its `batch_columns`."
-    if (set(map(type, messages)) != {Message}
-            or set(map(getattr, messages, repeat("queue_offset"), repeat(_NONE))) != {_NONE}):
-        return False
-    queue_ids = cols.ints[0]
-    if queue_ids.min() < 0 or queue_ids.max() > MAX_QUEUE_ID:
-        return False
-    topics, hosts = set(cols.topic_names) - _GOOD_TOPICS, set(cols.born_hosts) - _GOOD_HOSTS
-    try:
-        for topic in topics:
-            check_topic(topic)
-        for host in hosts:
-            check_host(host, "born_host")
-    except MessageError:
-        return False
-    for good, new in ((_GOOD_TOPICS, topics), (_GOOD_HOSTS, hosts)):
-        if len(good) + len(new) <= 4096:
-            good.update(new)
-    return True

@@ -95,7 +95,7 @@ def test_fallback_suite_without_kernels():
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, MQSTORE_ACCEL="0", PYTHONPATH=str(root))
     tests = ["tests/test_scan_layouts.py", "tests/test_record_walk.py", "tests/test_dispatch.py",
-             "tests/test_recovery_fast.py", "tests/test_message.py", "tests/test_dispatch_batches.py",
+             "tests/test_fast_recovery.py", "tests/test_message.py", "tests/test_dispatch_batches.py",
              "tests/test_commit_log.py"]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
                           cwd=root, env=env, capture_output=True, text=True, timeout=900)

@@ -12,6 +12,7 @@ from mqstore.index import IndexService, build_key, index_key_hash, index_keys_of
 from mqstore.fast.index import index_key_hashes, put_index_bulk
 from mqstore.message import Message, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, transaction_type
 from mqstore.recovery import IndexHoleFound
+from mqstore import accel
 from mqstore.store import MessageStore
 from mqstore.verify import check_store
 from mqstore.viz.recovery import SCENARIO_CONFIG, _fill
@@ -20,7 +21,12 @@ T0 = 1_700_000_000_000
 
 
 class PerRecordStore(MessageStore):
-    batch_dispatch = False          # recovery and the reput thread index record by record
+    "Opened with section 10's switch off: recovery re-dispatches and indexes record by record."
+
+    @classmethod
+    def open(cls, *args, **kwargs):
+        with accel.fast_paths(False):
+            return super().open(*args, **kwargs)
 
 
 STORES = [pytest.param(MessageStore, id="batches"), pytest.param(PerRecordStore, id="per-record")]

@@ -211,9 +211,9 @@ def test_a_transient_segment_takes_the_scratch_buffer(tmp_path):
     log.shutdown()
 
 
-# ---------------------------------------------------------------- MessageStore.put_batch: the checks over columns (chapter 7)
+# ---------------------------------------------------------------- MessageStore.put_batch: every message checked first (chapter 7)
 from mqstore.consume_queue import MAX_QUEUE_ID
-from mqstore.store import MessageStore, batch_checked, check_message
+from mqstore.store import MessageStore, check_message
 
 
 class Str(str):
@@ -282,18 +282,8 @@ def store_messages(draw):
     return m if draw(st.booleans()) else draw(st.sampled_from([m, Msg("T"), odd_queue_offset(5), odd_queue_offset(1.5)]))
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(store_messages(), min_size=1, max_size=5))
-def test_batch_checked_says_yes_only_when_every_message_passes(msgs):
-    "batch_checked is a shortcut: True only for batches check_message accepts message by message."
-    cols = batch_columns(msgs, ("127.0.0.1", 10911), 1 << 20)
-    if cols is not None and batch_checked(msgs, cols):
-        for m in msgs:
-            check_message(m)
-
-
 def test_the_store_batch_writes_what_single_puts_write(tmp_path):
-    "MessageStore.put_batch (columns checked at once) against MessageStore.put: the same log, queues and index, byte for byte."
+    "MessageStore.put_batch against MessageStore.put: the same log, queues and index, byte for byte."
     import random
     rng = random.Random(3)
     msgs = [Message(rng.choice(["A", "Topic-B", "c%d" % (i % 3)]), rng.randbytes(rng.randrange(0, 3000)),

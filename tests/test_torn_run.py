@@ -16,6 +16,7 @@ import itertools
 from mqstore.config import StoreConfig
 from mqstore.consume_queue import CQ_STORE_UNIT_SIZE
 from mqstore.message import Message, tags_code
+from mqstore import accel
 from mqstore.store import MessageStore
 from mqstore.verify import check_store
 
@@ -36,7 +37,8 @@ def message(i):
 
 def crashed_with_torn_run(root, batch=True):
     "22 units dispatched one pass, then 23 in one run; the run torn; the store killed."
-    MessageStore.batch_dispatch = batch
+    switch = accel.fast_paths(batch)   # section 10's switch: the fast paths, or the reference
+    switch.__enter__()
     try:
         s = MessageStore.open(root, CFG, clock=clock())
         for i in range(22):
@@ -50,7 +52,7 @@ def crashed_with_torn_run(root, batch=True):
         assert q.max_offset_in_queue == 22 + RUN
         s.halt()                                           # the kill: abort stays, no checkpoint
     finally:
-        MessageStore.batch_dispatch = True
+        switch.__exit__(None, None, None)
     seg = root / "consumequeue" / "Payments" / "1" / f"{0:020d}"
     raw = bytearray(seg.read_bytes())
     start = 22 * CQ_STORE_UNIT_SIZE
@@ -74,9 +76,10 @@ def test_a_run_torn_in_the_middle_is_mended_by_the_replay(tmp_path):
 
 def test_a_torn_run_is_mended_by_the_per_record_replay_too(tmp_path):
     crashed_with_torn_run(tmp_path, batch=False)
-    MessageStore.batch_dispatch = False
+    switch = accel.fast_paths(False)   # section 10's switch: the fast paths, or the reference
+    switch.__enter__()
     try:
         report = check_store(tmp_path, CFG, clock=clock())
     finally:
-        MessageStore.batch_dispatch = True
+        switch.__exit__(None, None, None)
     assert report.ok, report.problems[:3]

@@ -10,6 +10,7 @@ from mqstore.checkpoint import create_abort_file
 from mqstore.config import StoreConfig
 from mqstore.consume_queue import CQ_STORE_UNIT_SIZE
 from mqstore.message import Message, tags_code
+from mqstore import accel
 from mqstore.store import MessageStore, QueueTailsDropped
 from mqstore.verify import check_store
 
@@ -51,7 +52,8 @@ def test_a_torn_last_unit_is_dropped_and_written_again(tmp_path, stale_checkpoin
     if stale_checkpoint:                                         # nothing vouched for: replay all
         (tmp_path / "checkpoint").write_bytes(bytes(len((tmp_path / "checkpoint").read_bytes())))
     events = []
-    MessageStore.batch_dispatch = batch
+    switch = accel.fast_paths(batch)   # section 10's switch: the fast paths, or the reference
+    switch.__enter__()
     try:
         with MessageStore.open(tmp_path, CFG, clock=clock(), observer=events.append) as s:
             s.wait_dispatched()
@@ -60,7 +62,7 @@ def test_a_torn_last_unit_is_dropped_and_written_again(tmp_path, stale_checkpoin
             assert q.unit(qoff)[2] == tags_code(got.tags) != 0
             assert q.max_offset_in_queue == 30
     finally:
-        MessageStore.batch_dispatch = True
+        switch.__exit__(None, None, None)
     dropped = [e for e in events if isinstance(e, QueueTailsDropped)]
     assert len(dropped) == 1 and dropped[0].queues == ("Payments-1",)
     report = check_store(tmp_path, CFG, clock=clock())

@@ -1,0 +1,312 @@
+"""Section 10.3's fast recovery (`mqstore.fast.recovery`) against chapter 7's reference, for every entry
+of its REPLACES:
+
+* "mqstore.recovery.walk_segments" -> `walk_segments_fast` (one vectorised `scan_segment` per window,
+  a big segment's halves at once) against `walk_segments` (`check_record` record by record);
+* "mqstore.recovery.recover_abnormally" -> `recover_abnormally_fast` (the fast walk finds the end,
+  `dispatch_range` re-dispatches the range) against the reference's walk-and-dispatch;
+* "mqstore.recovery.units_below" -> `units_below_fast` (a queue file's units as one numpy array) against
+  the per-unit count of a read-only open.
+
+On random commit logs and on damaged ones (torn tails, flipped bits, zeroed pages, blanks, foreign
+records) both give the same verdict, the same observer events and the same messages; normal and
+abnormal recovery, run both ways on copies of one log or one store, make the same decisions (the
+same truncation offset), hand over the same records and leave the same bytes."""
+import ipaddress
+import itertools
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from mqstore.commit_log import CommitLog
+from mqstore.config import StoreConfig
+from mqstore.message import Message, StoredMessage, encode_blank, encode_record
+import pytest
+
+from mqstore import accel
+from mqstore.checkpoint import create_abort_file
+from mqstore.fast import recovery as fast_recovery
+from mqstore.fast.recovery import REPLACES, recover_abnormally_fast, walk_segments_fast
+from mqstore.recovery import recover_abnormally, recover_normally, walk_segments
+from mqstore.store import MessageStore
+
+SEGMENT = 2048
+CFG = StoreConfig.small(commit_log_file_size=SEGMENT)
+T0 = 1_700_000_000_000
+
+v4 = st.integers(0, 2**32 - 1).map(lambda a: (str(ipaddress.IPv4Address(a)), 1234))
+v6 = st.integers(0, 2**128 - 1).map(lambda a: (str(ipaddress.IPv6Address(a)), 4321))
+messages = st.builds(
+    lambda topic, body, host, props, q: Message(topic, body, born_host=host, properties=props, queue_id=q),
+    st.sampled_from(["T", "orders", "t" * 40]), st.binary(max_size=300), st.one_of(v4, v6),
+    st.dictionaries(st.sampled_from(["TAGS", "KEYS", "x"]), st.text("abc 12", min_size=1, max_size=8),
+                    max_size=3),
+    st.integers(0, 3))
+
+
+def build_log(root, msgs):
+    c = itertools.count()
+    log = CommitLog(root, CFG, clock=lambda: T0 + 1000 * next(c)).load()
+    puts = [log.put(m) for m in msgs]
+    log.shutdown()
+    where = Path(root) / "commitlog"
+    return sorted(where.iterdir()) if where.exists() else [], [(r.commit_log_offset, r.size) for r in puts]
+
+
+def damage(files, records, data):
+    "Hurt the segments on disk the ways a crash, a bad disk or a careless copy does."
+    for _ in range(data.draw(st.integers(1, 3))):
+        kind = data.draw(st.sampled_from(["torn", "flip", "zeros", "blank", "foreign"]))
+        if records and data.draw(st.integers(0, 3)) > 0:     # mostly aimed at a record: its start or inside
+            offset, size = data.draw(st.sampled_from(records))
+            path = files[offset // SEGMENT]
+            inside = data.draw(st.integers(0, size - 1))
+            at = offset % SEGMENT + (inside if kind in ("flip", "torn") else 0)
+        else:
+            path = data.draw(st.sampled_from(files))
+            at = data.draw(st.integers(0, SEGMENT - 1))
+        raw = bytearray(path.read_bytes())
+        if kind == "torn":
+            raw[at:] = bytes(len(raw) - at)
+        elif kind == "flip":
+            raw[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif kind == "zeros":
+            raw[at:at + 512] = bytes(len(raw[at:at + 512]))
+        elif kind == "blank" and len(raw) - at >= 8:
+            raw[at:at + 8] = encode_blank(len(raw) - at)
+        elif kind == "foreign":
+            here = (files.index(path) * SEGMENT + at) if data.draw(st.booleans()) else \
+                data.draw(st.integers(0, 4 * SEGMENT))          # a record that claims this place, or another
+            rec = encode_record(StoredMessage(topic="X", body=b"foreign", store_timestamp=T0,
+                                              commit_log_offset=here))
+            raw[at:at + len(rec)] = rec[:len(raw) - at]
+        path.write_bytes(bytes(raw))
+
+
+def walks_agree(root, check_crc):
+    log = CommitLog(root, CFG).load()
+    try:
+        for start in range(len(log.mfq.files)):
+            ea, eb, ma, mb = [], [], [], []
+            a = walk_segments.reference(log.mfq, start, check_crc, ea.append, ma.append)
+            b = walk_segments_fast(log.mfq, start, check_crc, eb.append, mb.append)
+            assert a == b and ea == eb and ma == mb
+            assert walk_segments_fast(log.mfq, start, check_crc) == a     # no observer, no messages
+    finally:
+        log.shutdown()
+
+
+def recover_both_ways(root, how, **kw):
+    "Recover two copies of one commit log, the reference way and the fast way: (events, replayed, bytes) each."
+    out = []
+    for fast in (False, True):
+        copy = Path(tempfile.mkdtemp(prefix="mqstore-fast-"))
+        try:
+            shutil.copytree(root, copy / "s") if root.exists() else (copy / "s").mkdir()
+            log = CommitLog(copy / "s", CFG).load()
+            events, replayed = [], []
+            with accel.fast_paths(fast):
+                if how == "normal":
+                    got = recover_normally(log, observer=events.append, **kw)
+                elif how == "abnormal":
+                    got = recover_abnormally(log, dispatchers=[replayed.append], observer=events.append, **kw)
+                else:                          # no observer: the fast version finds the end, then re-dispatches
+                    f = recover_abnormally_fast if fast else recover_abnormally.reference
+                    got = f(log, dispatchers=[replayed.append], **kw)
+            log.shutdown()
+            files = {p.name: p.read_bytes() for p in sorted((copy / "s").rglob("*")) if p.is_file()}
+            out.append((got, events, replayed, files))
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(messages, max_size=30), st.data())
+def test_fast_walk_decides_like_the_reference(msgs, data):
+    root = Path(tempfile.mkdtemp(prefix="mqstore-fast-"))
+    try:
+        files, records = build_log(root, msgs)
+        if files and data.draw(st.integers(0, 3)) > 0:
+            damage(files, records, data)
+        walks_agree(root, check_crc=data.draw(st.booleans()))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(messages, min_size=1, max_size=30), st.data())
+def test_fast_recoveries_leave_the_same_store(msgs, data):
+    root = Path(tempfile.mkdtemp(prefix="mqstore-fast-"))
+    try:
+        files, records = build_log(root, msgs)
+        if files:
+            damage(files, records, data)
+        check_crc = data.draw(st.booleans())
+        slow, fast = recover_both_ways(root, "normal", check_crc=check_crc)
+        assert slow == fast
+        min_ts = T0 + 1000 * data.draw(st.integers(-1, len(msgs) + 1))
+        slow, fast = recover_both_ways(root, "abnormal", min_timestamp=min_ts, check_crc=check_crc)
+        assert slow == fast
+        not_after = data.draw(st.one_of(st.none(), st.integers(0, 4 * SEGMENT)))
+        slow, fast = recover_both_ways(root, "quiet", min_timestamp=min_ts, check_crc=check_crc, not_after=not_after)
+        assert slow == fast
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+
+
+def test_every_replacement_is_tested_here():
+    "The REPLACES keys of mqstore.fast.recovery, each compared above."
+    assert set(REPLACES) == {"mqstore.recovery.walk_segments", "mqstore.recovery.recover_abnormally",
+                             "mqstore.recovery.units_below"}
+    assert REPLACES["mqstore.recovery.walk_segments"] is walk_segments_fast
+    assert REPLACES["mqstore.recovery.recover_abnormally"] is recover_abnormally_fast
+    from mqstore.fast.recovery import units_below_fast
+    assert REPLACES["mqstore.recovery.units_below"] is units_below_fast
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(messages, max_size=40), st.data())
+def test_windows_and_halves_decide_like_the_reference(msgs, data):
+    """SPLIT_BYTES lowered so that every segment is walked in two halves at once, and windows smaller
+    than a record or a few records wide."""
+    root = Path(tempfile.mkdtemp(prefix="mqstore-split-"))
+    saved = fast_recovery.SPLIT_BYTES, fast_recovery.WINDOW_BYTES
+    try:
+        files, records = build_log(root, msgs)
+        if files and data.draw(st.integers(0, 3)) > 0:
+            damage(files, records, data)
+        check_crc = data.draw(st.booleans())
+        log = CommitLog(root, CFG).load()
+        try:
+            for start in range(len(log.mfq.files)):
+                ref, ea, ma = walk_segments.reference(log.mfq, start, check_crc), [], []
+                walk_segments.reference(log.mfq, start, check_crc, ea.append, ma.append)
+                for split, window in ((1, 1 << 24), (1, 97), (1 << 30, 700), (1, 5000)):
+                    fast_recovery.SPLIT_BYTES, fast_recovery.WINDOW_BYTES = split, window
+                    eb, mb = [], []
+                    assert walk_segments_fast(log.mfq, start, check_crc) == ref
+                    assert walk_segments_fast(log.mfq, start, check_crc, eb.append, mb.append) == ref
+                    assert ea == eb and ma == mb
+        finally:
+            log.shutdown()
+    finally:
+        fast_recovery.SPLIT_BYTES, fast_recovery.WINDOW_BYTES = saved
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_dispatcher_that_fails_fails_both_ways(tmp_path):
+    "The same exception class, and nothing truncated, whichever way the replay runs."
+    build_log(tmp_path / "s", [Message("T", b"x" * 50) for _ in range(40)])
+    raised = []
+    for fast in (False, True):
+        shutil.copytree(tmp_path / "s", tmp_path / str(fast))
+        log = CommitLog(tmp_path / str(fast), CFG).load()
+        f = recover_abnormally_fast if fast else recover_abnormally.reference
+        with pytest.raises(ZeroDivisionError):
+            f(log, 0, [lambda req: 1 / 0])
+        raised.append(log.max_offset)
+        log.shutdown()
+    assert raised[0] == raised[1]
+
+
+# ---------------------------------------------------------------- whole stores, crashed and damaged
+
+STORE_CFG = StoreConfig.small(commit_log_file_size=4096, index_slots=16, index_entries=40,
+                              flush_cq_thorough_interval_ms=600_000)
+
+
+def store_files(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name not in ("lock",)}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(messages, min_size=1, max_size=80), st.data())
+def test_a_crashed_store_recovers_to_the_same_files_both_ways(msgs, data):
+    """A store halted (abort file kept), its checkpoint maybe zeroed, its log maybe damaged, opened with the
+    reference and with the fast paths: the same process offset, and every file byte for byte."""
+    root = Path(tempfile.mkdtemp(prefix="mqstore-fast-store-"))
+    try:
+        c = itertools.count()
+        s = MessageStore.open(root / "s", STORE_CFG, clock=lambda: T0 + 1000 * next(c))
+        for m in msgs:
+            s.put(m)
+        s.wait_dispatched()
+        s.halt()
+        if data.draw(st.booleans()):
+            ck = root / "s" / "checkpoint"
+            ck.write_bytes(bytes(len(ck.read_bytes())))
+        segs = sorted((root / "s" / "commitlog").iterdir())
+        if data.draw(st.booleans()):
+            raw = bytearray(segs[-1].read_bytes())
+            raw[data.draw(st.integers(0, len(raw) - 1))] ^= 0x10
+            segs[-1].write_bytes(bytes(raw))
+        out = []
+        for fast in (False, True):
+            copy = root / f"copy-{fast}"
+            shutil.copytree(root / "s", copy)
+            with accel.fast_paths(fast):
+                c2 = itertools.count()
+                store = MessageStore.open(copy, STORE_CFG, clock=lambda: T0 + 10**7 + next(c2))
+                got = (store.recovered_offset, store.commit_log.max_offset)
+                store.halt()
+            out.append((got, store_files(copy)))
+        assert out[0][0] == out[1][0]
+        assert out[0][1].keys() == out[1][1].keys()
+        for name in out[0][1]:
+            assert out[0][1][name] == out[1][1][name], name
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the read-only open's unit count
+import struct
+
+from mqstore.consume_queue import FILLER_SIZE
+from mqstore.fast.recovery import units_below_fast
+from mqstore.recovery import units_below
+
+units = st.one_of(
+    st.tuples(st.integers(0, 10**6), st.integers(1, 500), st.integers(-2**63, 2**63 - 1)),          # plausible
+    st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1)),
+    st.tuples(st.integers(2**63 - 1000, 2**63 - 1), st.integers(1, 2000), st.just(0)),              # sum overflows
+    st.tuples(st.integers(0, 10**6), st.just(FILLER_SIZE), st.just(0)),                              # fillers
+    st.just((0, 0, 0)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(units, max_size=60), st.integers(-5, 2 * 10**6), st.integers(0, 19), st.integers(1, 70))
+def test_fast_unit_count_is_the_reference_count(rows, phy_end, ragged, chunk):
+    "mqstore.recovery.units_below against units_below_fast, on random and damaged units, a chunk size lowered."
+    from mqstore.fast import recovery as fr
+    raw = b"".join(struct.pack(">qiq", *r) for r in rows) + bytes(ragged)     # a torn last unit too
+    saved, fr.UNIT_CHUNK = fr.UNIT_CHUNK, chunk
+    try:
+        assert units_below_fast(raw, phy_end) == units_below.reference(raw, phy_end)
+        assert units_below_fast(memoryview(raw), phy_end) == units_below.reference(memoryview(raw), phy_end)
+    finally:
+        fr.UNIT_CHUNK = saved
+
+
+def test_a_read_only_open_clips_the_same_way_both_ways(tmp_path):
+    "A store whose queues point past a cut log, opened read-only with the reference and with the fast paths."
+    c = itertools.count()
+    s = MessageStore.open(tmp_path / "s", STORE_CFG, clock=lambda: T0 + 1000 * next(c))
+    for i in range(120):
+        s.put(Message(f"T{i % 3}", b"x" * (i % 70), queue_id=i % 2))
+    s.close()
+    last = sorted((tmp_path / "s" / "commitlog").iterdir())[-1]
+    raw = bytearray(last.read_bytes())
+    raw[len(raw.rstrip(b"\0")) // 2:] = bytes(len(raw) - len(raw.rstrip(b"\0")) // 2)          # the tail lost
+    last.write_bytes(bytes(raw))
+    seen = []
+    for fast in (False, True):
+        with accel.fast_paths(fast):
+            with MessageStore.open(tmp_path / "s", STORE_CFG, read_only=True) as ro:
+                seen.append((ro.recovered_offset, sorted((k, q.max_offset_in_queue) for k, q in ro.cq_store)))
+    assert seen[0] == seen[1] and seen[0][0] > 0
