@@ -15,8 +15,6 @@ from .config import StoreConfig
 from .errors import NotAStoreError, PipelineError, SegmentNameError, StoreFileError
 from .mapped_file_queue import scan_segment_folder
 from .message import check_record, RecordStatus, TRANSACTION_ROLLBACK_TYPE
-from .fast.records import scan_segment
-from .fast.dispatch import scan_topic_ids
 
 
 # %% ../book/12_spark_pipeline.ipynb #9f2c2a60
@@ -114,12 +112,12 @@ def _records(rows, keys) -> list:
 
 # %% ../book/12_spark_pipeline.ipynb #a0d1e2f3
 from .message import PROPERTY_TAGS
-from .fast.records import scan_properties
 from .transaction import HALF_TOPIC, OP_TOPIC, OP_TAG
 
 def op_offsets(buf, h, ids, topics) -> list:
     """Per record, the half-queue offsets an op message closes (topic RMQ_SYS_TRANS_OP_HALF_TOPIC, tag `d`,
     body "0,3,": TransactionalMessageServiceImpl's fillOpRemoveMap reads it); [] for every other record."""
+    from mqstore.fast.records import scan_properties   # chapter 10: loaded when needed
     out = [[] for _ in range(len(h))]
     if OP_TOPIC not in topics:
         return out
@@ -161,6 +159,8 @@ _HEADER_COLUMNS = [c for c in AUDIT_COLUMNS if c not in ("segment", "offset", "t
 
 def local_columns(segments) -> dict:
     "The audit columns of every segment, decoded in this process: a dict of numpy arrays in offset order."
+    from mqstore.fast.records import scan_segment   # chapter 10: loaded when needed
+    from mqstore.fast.dispatch import scan_topic_ids   # chapter 10: loaded when needed
     parts = []
     for s in segments:
         with mapped_segment(s.path) as buf:

@@ -141,12 +141,12 @@ def crc_rows(buf, rows) -> np.ndarray:
 
 # %% ../book/14_modern_stores.ipynb #c13a0014
 from .message import decode_properties, COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, INNER_BATCH_FLAG
-from .fast.records import scan_segment
 
 COMPRESSION_NAMES = {0x000: "zlib (4.x, no type bits)", 0x300: "zlib", 0x100: "lz4", 0x200: "zstd"}
 
 def segment_facts(buf) -> dict:
     "What one segment's records say about the store: {structure: facts}, from headers and byte searches."
+    from mqstore.fast.records import scan_segment   # chapter 10: loaded only when needed
     rows, _, _ = scan_segment(buf, check_crc=False)
     flags, found = rows["sys_flag"].astype(np.int64), {}
     kinds = flags[(flags & COMPRESSED_FLAG) != 0] & COMPRESSION_TYPE_MASK
@@ -696,7 +696,6 @@ def get_batch_messages(commit_log, q, offset: int, max_count: int = 32, tags=Non
 
 # %% ../book/14_modern_stores.ipynb #20d08bc3
 from .consume_queue import queue_id_of_folder
-from .fast.dispatch import scan_decode_segment
 from .message import INNER_BATCH_FLAG
 
 def batch_topics(root) -> list:
@@ -706,6 +705,7 @@ def batch_topics(root) -> list:
 
 def inner_batch_topics(root, config) -> set:
     "Topics of the log's records that carry INNER_BATCH_FLAG (a read-only scan of every segment)."
+    from mqstore.fast.dispatch import scan_decode_segment   # chapter 10: loaded only when needed
     mfq = MappedFileQueue(Path(root) / "commitlog", config.commit_log_file_size)
     found = set()
     try:
@@ -1033,6 +1033,7 @@ class LightQueueCheck:
 
     def window(self, w) -> None:
         "The records of one of verify's windows (chapter 13) that name light queues or are in one."
+        from mqstore.fast.dispatch import property_spans   # chapter 10: loaded only when needed
         h, b = w.headers, w.batch
         _, length = property_spans(w.buf, h, (PROPERTY_INNER_MULTI_DISPATCH,))[PROPERTY_INNER_MULTI_DISPATCH]
         own = np.array([is_lmq(t) for t in b.topics], bool)
@@ -1087,7 +1088,6 @@ class LightQueueCheck:
 
 # %% ../book/14_modern_stores.ipynb #98323526
 import numpy as np
-from .fast.dispatch import property_spans
 from .message import decode_properties
 
 # %% ../book/14_modern_stores.ipynb #c0fd6542
@@ -1135,10 +1135,11 @@ def put_light(store, msg):
 
 # %% ../book/14_modern_stores.ipynb #daeb6dbe
 from .mapped_file_queue import MappedFileQueue
-from .fast.records import scan_segment
 
 def multi_dispatch_records(root, config):
     "Yield (offset, topic, sys_flag, properties) of every record of the log that carries INNER_MULTI_DISPATCH."
+    from mqstore.fast.records import scan_segment   # chapter 10: loaded only when needed
+    from mqstore.fast.dispatch import property_spans
     mfq = MappedFileQueue(Path(root) / "commitlog", config.commit_log_file_size).load(read_only=True)
     try:
         for mf in mfq.files:
@@ -1346,13 +1347,13 @@ def config_for_store(root, conf) -> StoreConfig:
 # %% ../book/14_modern_stores.ipynb #cd4950a8
 import numpy as np
 from .auditing import store_segments, mapped_segment   # chapter 12: the log's segments, mapped
-from .fast.dispatch import scan_topic_ids   # chapter 10.2: (topic id per record, topic names)
 from .errors import DelayLevelsUnknownError
 from .message import SCHEDULE_TOPIC
-from .fast.records import scan_segment
 
 def delayed_records(root, config: StoreConfig | None = None) -> int:
     "How many records of the log are in SCHEDULE_TOPIC_XXXX (a read-only scan of their topics)."
+    from mqstore.fast.dispatch import scan_topic_ids   # chapter 10: loaded only when needed
+    from mqstore.fast.records import scan_segment   # chapter 10: loaded only when needed
     n = 0
     for s in store_segments(root, config):
         with mapped_segment(s.path) as buf:
