@@ -90,19 +90,6 @@ def test_small_chunks_and_a_full_topic_table(monkeypatch, vectors):
     same_batch(decode_segment_batch(log, want[0], True), want_batch)
 
 
-def test_fallback_suite_without_kernels():
-    "The numpy path is what users without numba run: the scan, dispatch and recovery tests pass on it."
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, MQSTORE_ACCEL="0", PYTHONPATH=str(root))
-    tests = ["tests/test_scan_layouts.py", "tests/test_record_walk.py", "tests/test_dispatch.py",
-             "tests/test_fast_recovery.py", "tests/test_message.py", "tests/test_dispatch_batches.py",
-             "tests/test_commit_log.py"]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-500:]
-
-
 def test_the_environment_switch_turns_the_kernels_off():
     code = "from mqstore.fast.records import compiled_kernels; print(compiled_kernels() is None)"
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, MQSTORE_ACCEL="0"),
