@@ -4,8 +4,8 @@
 __all__ = ['RecordChecked', 'WalkStopped', 'walk_segments', 'Truncated', 'truncate_commit_log', 'RecoveryStarted',
            'SegmentChosen', 'walk_last_segments', 'recover_normally', 'SegmentChecked', 'segment_matches',
            'choose_abnormal_start', 'Redispatched', 'IndexFilesDropped', 'abnormal_start', 'recover_abnormally',
-           'clip_positions', 'units_below', 'clip_queue', 'recover_read_only', 'HoleSealed', 'segment_valid_end',
-           'find_holes', 'seal_hole', 'seal_holes', 'IndexHoleFound']
+           'IndexHoleFound', 'clip_positions', 'units_below', 'clip_queue', 'recover_read_only', 'HoleSealed',
+           'segment_valid_end', 'find_holes', 'seal_hole', 'seal_holes']
 
 # %% ../book/07_recovery.ipynb #0b36754d
 from dataclasses import dataclass
@@ -207,6 +207,14 @@ def recover_abnormally(commit_log, min_timestamp: int, dispatchers, check_crc: b
     return process
 
 
+# %% ../book/07_recovery.ipynb #f6475afd
+@dataclass(frozen=True)
+class IndexHoleFound:
+    "Records with keys that no index file held (a file lost): indexed again into new files in its place."
+    start: int                 # the end of the files before the hole (its record is indexed), or the log's start
+    end: int                   # the begin of the first file after it (or the log's end)
+    names: tuple               # the index files written to fill it
+
 # %% ../book/07_recovery.ipynb #80447f2d
 import struct
 from .consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE
@@ -310,11 +318,3 @@ def seal_holes(mfq, check_crc: bool = True, observer=None) -> list:
         if observer is not None:
             observer(done[-1])
     return done
-
-# %% ../book/07_recovery.ipynb #f6475afd
-@dataclass(frozen=True)
-class IndexHoleFound:
-    "Records with keys that no index file held (a file lost): indexed again into new files in its place."
-    start: int                 # the end of the files before the hole (its record is indexed), or the log's start
-    end: int                   # the begin of the first file after it (or the log's end)
-    names: tuple               # the index files written to fill it

@@ -3,7 +3,7 @@ scan_segment, decode_segment_batch and the fused scan_decode_segment give the sa
 reasons, topics, tags codes and index keys on random logs (every host layout, non-ASCII topics,
 tags and keys, duplicate properties, delayed messages) and on damaged ones; small chunks and a
 full topic table take their other paths. Without numba these tests fail: the kernels are a
-dependency of the build, and the fallback is checked by test_fallback_suite_without_kernels."""
+dependency of the build, and `make test` runs the whole suite again with MQSTORE_ACCEL=0."""
 import functools, ipaddress, os, subprocess, sys
 from pathlib import Path
 

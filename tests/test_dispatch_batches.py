@@ -4,7 +4,7 @@ pages, blanks, foreign records), the batch pass and the per-record pass stop at 
 dispatch the same records and write byte-identical consume queues and index files (names
 included); abnormal recovery and the reput thread of a store, run with the fast paths on and off
 (`accel.fast_paths`), leave the same files.
-`tests/test_accel.py::test_fallback_suite_without_kernels` runs this file without the kernels too."""
+`make test` runs this file again with MQSTORE_ACCEL=0."""
 import filecmp
 import itertools
 import shutil
