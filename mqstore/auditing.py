@@ -159,13 +159,12 @@ _HEADER_COLUMNS = [c for c in AUDIT_COLUMNS if c not in ("segment", "offset", "t
 
 def local_columns(segments) -> dict:
     "The audit columns of every segment, decoded in this process: a dict of numpy arrays in offset order."
-    from mqstore.fast.records import scan_segment   # chapter 10: loaded when needed
-    from mqstore.fast.dispatch import scan_topic_ids   # chapter 10: loaded when needed
+    from mqstore.fast import records, dispatch      # chapter 10's column scans, loaded when needed
     parts = []
     for s in segments:
         with mapped_segment(s.path) as buf:
-            h, _, _ = scan_segment(buf, 0, check_crc=True, stop_on_bad_crc=False)
-            ids, topics = scan_topic_ids(buf, h)
+            h, _, _ = records.scan_segment(buf, 0, check_crc=True, stop_on_bad_crc=False)
+            ids, topics = dispatch.scan_topic_ids(buf, h)
             ops = op_offsets(buf, h, ids, topics)
         cols = {c: h[c].copy() for c in _HEADER_COLUMNS}
         cols["segment"] = np.full(len(h), s.offset, np.int64)
