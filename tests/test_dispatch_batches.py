@@ -28,7 +28,7 @@ from mqstore.index import IndexService
 from mqstore.message import Message
 from mqstore.recovery import Redispatched
 from mqstore.store import MessageStore
-from test_recovery_fast import CFG, T0, build_log, damage, messages
+from test_fast_recovery import CFG, T0, build_log, damage, messages
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -208,13 +208,12 @@ def test_a_store_with_a_dispatching_plugin_keeps_the_per_record_path(tmp_path):
     assert plugin.n == 30
 
 
-@pytest.mark.parametrize("share, chunk, damage", [(2, 1 << 26, None), (8, 97, None), (8, 1500, None),
-                                                  (3, 700, 0.6), (8, 2000, 0.1), (4, 5000, 0.9)])
-def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_files(tmp_path, share, chunk, damage):
-    """Without an observer, a segment is scanned by two threads (SPLIT_BYTES lowered here): the first
-    1/share here, the rest chunk by chunk in the other thread; with `damage`, one byte of the last
-    segment flipped at that fraction of its records."""
-    import mqstore.recovery as recovery
+@pytest.mark.parametrize("window, damage", [(1 << 24, None), (97, None), (1500, None),
+                                            (700, 0.6), (2000, 0.1), (5000, 0.9)])
+def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_files(tmp_path, window, damage):
+    """Without an observer, the fast walk scans a segment in two halves at once (SPLIT_BYTES lowered here),
+    `window` bytes at a time; with `damage`, one byte of the last segment flipped at that fraction of its records."""
+    from mqstore.fast import recovery
     with open_store(tmp_path / "s", True) as s:
         for m in store_msgs(300, seed=2):
             s.put(m)
@@ -226,8 +225,8 @@ def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_file
         data[int(end * damage)] ^= 0x40
         last.write_bytes(bytes(data))
     out = {}
-    saved = recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES
-    recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES = 1, share, chunk
+    saved = recovery.SPLIT_BYTES, recovery.WINDOW_BYTES
+    recovery.SPLIT_BYTES, recovery.WINDOW_BYTES = 1, window
     try:
         for batch in (True, False):
             copy = tmp_path / f"copy-{batch}"
@@ -238,5 +237,5 @@ def test_abnormal_recovery_with_halves_scanned_at_once_leaves_the_reference_file
                 out[batch] = (s.recovered_offset, s.commit_log.max_offset)
             out[batch] += (derived_files(copy),)
     finally:
-        recovery.SPLIT_BYTES, recovery.FIRST_SHARE, recovery.CHUNK_BYTES = saved
+        recovery.SPLIT_BYTES, recovery.WINDOW_BYTES = saved
     assert out[True] == out[False] and out[True][0] > 0 and len(out[True][2]) > 10
