@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 QUIET := grep -v -e "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: install export outputs html book test test-reference test-fast bench clean
+.PHONY: install kernels export outputs html book test test-reference test-fast bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -21,11 +21,15 @@ export: install
 	$(PY) tools/export.py
 
 # re-execute every chapter and store its outputs (what nbval compares)
-outputs: export
+outputs: export kernels
 	$(VENV)/bin/jupyter execute --inplace book/*.ipynb
 
+# compile chapter 10's kernels once (or load numba's cache), before anything times out waiting for them
+kernels: install
+	$(PY) -c "from mqstore import accel; print(f'kernels ready in {accel.warm():.1f} s')"
+
 # build the HTML book, executing every chapter; warnings and failing cells fail it
-html: install
+html: install kernels
 	$(VENV)/bin/jupyter-book build . --all -W --keep-going
 	@echo "The book is in _build/html/book/intro.html"
 
@@ -34,6 +38,7 @@ book: export html
 # the whole suite twice: with the fast paths (chapter 10), then the reference engine alone
 test: install
 	$(MAKE) html
+	$(MAKE) kernels
 	$(PY) -m pytest
 	MQSTORE_ACCEL=0 $(PY) -m pytest
 
