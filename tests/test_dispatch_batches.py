@@ -33,6 +33,15 @@ from test_fast_recovery import CFG, T0, build_log, damage, messages
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
 
+@pytest.fixture(autouse=True, scope="module")
+def every_pass_batches():
+    "The logs here are small: batch every pass (chapter 10.2's MIN_BATCH_BYTES), to reach the bulk path."
+    import mqstore.fast.dispatch as fast_dispatch
+    saved, fast_dispatch.MIN_BATCH_BYTES = fast_dispatch.MIN_BATCH_BYTES, 0
+    yield
+    fast_dispatch.MIN_BATCH_BYTES = saved
+
+
 class Derived:
     "Consume queues and an index fed per record (as the store does) or in batches."
 

@@ -142,6 +142,33 @@ def assert_same(ref, fast):
         assert fast[1][name] == ref[1][name], name
 
 
+@pytest.fixture(autouse=True, scope="module")
+def every_pass_batches():
+    "The logs here are small: batch every pass, so that the comparisons below reach the bulk path."
+    saved, fast_dispatch.MIN_BATCH_BYTES = fast_dispatch.MIN_BATCH_BYTES, 0
+    yield
+    fast_dispatch.MIN_BATCH_BYTES = saved
+
+
+def test_a_small_pass_goes_record_by_record_and_a_large_one_in_batches(tmp_path, monkeypatch):
+    "The default MIN_BATCH_BYTES: below it the reference, at or above it the batch path."
+    monkeypatch.setattr(fast_dispatch, "MIN_BATCH_BYTES", 8192)
+    calls = []
+    real = fast_dispatch.dispatch_range_bulk
+    monkeypatch.setattr(fast_dispatch, "dispatch_range_bulk", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    log = CommitLog(tmp_path / "log", StoreConfig.small()).load()
+    for i in range(200):
+        log.put(Message("T", b"x" * 100, properties={"KEYS": f"k{i}"}))
+    cqs = ConsumeQueueStore(tmp_path / "log", 64).load()
+    idx = IndexService(tmp_path / "log" / "index", 64, 256)
+    with accel.fast_paths(True):
+        end = dispatch_range(log, 0, [cqs.dispatch, idx.build_index], 1000)
+        assert calls == [] and end > 0                     # under 8 KiB: record by record
+        dispatch_range(log, end, [cqs.dispatch, idx.build_index])
+        assert calls == [end]                              # the rest (about 20 KB): one batch pass
+    log.shutdown()
+
+
 def test_the_switch_finds_the_fast_version():
     "The REPLACES entry is what `@accelerated` calls, and the reference stays reachable."
     assert accel.replacements()["mqstore.dispatch.dispatch_range"] is fast_dispatch.dispatch_range_fast
