@@ -329,9 +329,7 @@ def test_15_a_dead_service_makes_puts_fail_with_its_cause(tmp_path, service):
         raise boom
     s = MessageStore.open(tmp_path, CFG.with_(sync_flush_timeout_ms=300))
     if service == "dispatch":
-        s.reput.dispatchers.append(fail)          # the per-record path
-        if s.reput.bulk is not None:
-            s.reput.bulk.append(fail)             # and the batch path (chapter 5's excursion)
+        s.reput.dispatchers.append(fail)          # an unknown dispatcher: the fast path takes the reference too
     elif service == "flush":
         s.commit_log.flush_service._flush_round = fail
     else:
