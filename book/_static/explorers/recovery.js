@@ -157,8 +157,9 @@
       var yOf = function (name) { return top + names.indexOf(name) * H; };
       var rowOf = function (off) { return "segment " + Math.min(c.segments - 1, Math.floor((off - base) / c.file_size)); };
       pic.textContent = "";
-      var svg = s("svg", {width: W, height: top + names.length * H + 22, viewBox: "0 0 " + W + " " +
-                          (top + names.length * H + 22), "font-size": 10, "font-family": "sans-serif"}, pic);
+      var svg = s("svg", {width: "100%", viewBox: "0 0 " + W + " " + (top + names.length * H + 22),
+                          preserveAspectRatio: "xMinYMin meet", "font-size": 10, "font-family": "sans-serif"}, pic);
+      svg.style.maxWidth = W + "px"; svg.style.display = "block";
       var defs = s("defs", {}, svg), pid = uid + "-hatch", cid = uid + "-cross";
       var p1 = s("pattern", {id: pid, width: 6, height: 6, patternUnits: "userSpaceOnUse"}, defs);
       s("path", {d: "M0,6 L6,0", stroke: C.skipped, "stroke-width": 1}, p1);
