@@ -190,10 +190,13 @@
         s("rect", {x: x(w[0]), y: yOf(rowOf(w[0])) + 3, width: Math.max(x(w[0] + w[1]) - x(w[0]), (W - left) * 0.04 / c.segments),
                    height: H - 6, fill: C.bad, "class": "mqx-bad"}, svg);
       });
-      if (st.cut !== null) {
-        var end = base + (Math.floor((st.cut - base) / c.file_size) + 1) * c.file_size;
-        s("rect", {x: x(st.cut), y: yOf(rowOf(Math.min(st.cut, end - 1))) + 2, width: x(end) - x(st.cut), height: H - 4,
-                   fill: "url(#" + cid + ")", "class": "mqx-cut"}, svg);
+      if (st.cut !== null) {                 // the cut tail of its segment, and every later segment (deleted)
+        for (i = 0; i < c.segments; i++) {
+          var from = Math.max(st.cut, base + i * c.file_size), to = base + (i + 1) * c.file_size;
+          if (from < to)
+            s("rect", {x: x(from), y: yOf("segment " + i) + 2, width: x(to) - x(from), height: H - 4,
+                       fill: "url(#" + cid + ")", "class": "mqx-cut"}, svg);
+        }
       }
       var reached = -1;
       st.walked.forEach(function (w) { reached = Math.max(reached, w[0] + w[1]); });
@@ -220,9 +223,9 @@
         s("text", {x: x(base + i * c.file_size), y: yAxis, "text-anchor": "middle", fill: "#555"}, svg,
           num(base + i * c.file_size));
       log.textContent = "";
-      var from = Math.max(0, upto - 6);
-      evs.slice(from, upto).forEach(function (e, k) {
-        log.appendChild(el("div", from + k + 1 === upto ? "mqx-result" : "", (from + k + 1) + ". " + describe(e)));
+      var first = Math.max(0, upto - 6);
+      evs.slice(first, upto).forEach(function (e, k) {
+        log.appendChild(el("div", first + k + 1 === upto ? "mqx-result" : "", (first + k + 1) + ". " + describe(e)));
       });
       if (!upto) log.appendChild(el("div", "mqx-note", "before recovery: the files the crash left"));
       var ds = root.dataset;
