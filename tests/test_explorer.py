@@ -1,12 +1,14 @@
-"The live recovery explorer, without a browser: the function the widget calls, for every fault."
+"The recovery explorer, without a browser: the scenarios for every fault, and the data the page is fed."
+import json, re
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 from mqstore.recovery import (IndexFilesDropped, RecordChecked, Redispatched, SegmentChecked, SegmentChosen,
                               Truncated, WalkStopped)
-from mqstore.viz.recovery import (FAULTS, explore_recovery, keys_lost_by_rocketmq, recovery_frames,
-                                  filmstrip_steps, run_scenario)
+from mqstore.viz.recovery import (CRASH_POINTS, FAULTS, RULES, check_scenario, draw_recovery_step,
+                                  keys_lost_by_rocketmq, recovery_case, recovery_explorer_data, recovery_frames,
+                                  filmstrip_steps, rocketmq_events, run_scenario, verdict)
 
 
 def _chosen(sc):
@@ -19,7 +21,7 @@ def _cut(sc):
 
 @pytest.fixture(scope="module")
 def scenarios():
-    return {f: explore_recovery(f) for f in FAULTS}
+    return {f: run_scenario(f, check=check_scenario) for f in FAULTS}
 
 
 def test_every_fault_draws_every_frame(scenarios):
@@ -28,7 +30,8 @@ def test_every_fault_draws_every_frame(scenarios):
         assert frames[0] == 0 and frames[-1] == len(sc.events) and frames == sorted(set(frames))
         fig, ax = plt.subplots()
         for step in frames[:3] + frames[-2:]:
-            assert explore_recovery(f, step, ax=ax) is sc          # the same scenario, redrawn
+            draw_recovery_step(ax, sc, step)
+            assert ax.get_title()
         assert len(filmstrip_steps(sc.events)) == 6
         plt.close("all")
 
@@ -91,12 +94,60 @@ def test_unknown_fault_is_refused():
         run_scenario("meteor")
 
 
-def test_the_widget_builds_and_steps_without_a_browser():
-    pytest.importorskip("ipywidgets")
+def test_every_put_is_acknowledged_and_checked(scenarios):
+    lost = {"crash": 0, "power_cut": 3, "torn": 1, "dropped_index": 0, "stale_checkpoint": 0, "dispatch_lag": 0}
+    for f, sc in scenarios.items():
+        v = verdict(sc.verdict)
+        assert v["acked"] == len(sc.sent) == len(sc.bodies)
+        assert v["units"] == 0 and v["summary"] == sc.verdict.summary()
+        if f in lost:
+            assert v["lost"] == lost[f], f
+    mid = 60 + 25 // 2                                       # the flipped record: it and all after it are cut
+    assert verdict(scenarios["flipped_bit"].verdict)["lost"] == len(scenarios["flipped_bit"].sent) - mid
+    stop = next(e for e in scenarios["flipped_bit"].events if isinstance(e, WalkStopped))
+    assert stop.offset == scenarios["flipped_bit"].sent[mid][3].commit_log_offset and stop.status != "TORN"
+
+
+def test_dispatch_lag_re_dispatches_twenty(scenarios):
+    sc = scenarios["dispatch_lag"]
+    added = sum(len(set(sc.after["queues"][q]) - set(sc.before["queues"].get(q, []))) for q in sc.after["queues"])
+    assert added == 20
+
+
+def test_rocketmq_events_keep_the_checkpoints_start(scenarios):
+    sc = scenarios["crash"]
+    events = rocketmq_events(sc.events)
+    chosen = [e for e in events if isinstance(e, SegmentChosen)]
+    assert len(chosen) == 1 and chosen[0] == _chosen(sc)[0]
+    walked = [e.offset for e in events if isinstance(e, RecordChecked)]
+    assert min(walked) == int(chosen[0].name)
+    red = next(e for e in events if isinstance(e, Redispatched))
+    assert red.count == sum(e.status == "OK" for e in events if isinstance(e, RecordChecked))
+    assert rocketmq_events(scenarios["stale_checkpoint"].events) == scenarios["stale_checkpoint"].events
+
+
+def test_the_explorer_data_holds_every_combination():
+    kinds = []
+    case = recovery_case("dropped_index", 15, kinds)
+    assert "RecoveryStarted" in [k[0] for k in kinds]
+    assert len(case["rules"]) == len(RULES) == 3
+    v = [r["verdict"] for r in case["rules"]]
+    assert [x["keys"] for x in v] == [28, 3, 0] and all(x["lost"] == 0 for x in v)
+    engine = case["rules"][2]
+    assert len(engine["after"]["index"]) == case["puts"]              # every key indexed again
+    assert len(case["rules"][0]["after"]["index"]) == case["puts"] - 28
+    for r in case["rules"]:
+        for row in r["events"]:
+            assert len(row) == 1 + len(kinds[row[0]][1])
+    data = recovery_explorer_data(faults=("crash", "torn"), crash_points=(5, 45))
+    assert len(data["cases"]) == 2 and all(len(c) == 2 for c in data["cases"])
+    assert data["faults"][1][0] == "torn" and data["crash_points"] == [5, 45] and set(CRASH_POINTS) >= {5, 45}
+    json.dumps(data)                                         # plain JSON all through
+
+
+def test_the_explorer_output_fetches_nothing():
     from mqstore.viz.recovery import recovery_explorer
-    box = recovery_explorer()
-    fault, step = box.children[0].children
-    assert fault.value == "torn" and step.max >= 5
-    step.value = step.max                                    # redraws through explore_recovery
-    fault.value = "stale_checkpoint"
-    plt.close("all")
+    data = recovery_explorer_data(faults=("torn",), crash_points=(5,))
+    html = recovery_explorer(data).data.replace('"http://www.w3.org/2000/svg"', "SVG_NS")   # a name, never fetched
+    assert "recoveryExplorer" in html and "mqx-recovery" in html
+    assert not re.search(r"(src|href)\s*=|https?://|@import|fetch\(|XMLHttpRequest", html), "a network reference"

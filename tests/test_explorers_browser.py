@@ -8,6 +8,9 @@ file:// URLs.
 * Index chain follower (chapter 6): type keys and topics; the hash, slot, chain and offsets the
   page shows must be what `index_key_hash`, `chain_of` and `IndexFile.select_phy_offsets` give
   on the same file; the page's hash is also checked on its own against `index_key_hash`.
+* Recovery explorer (chapter 7): move the crash-point and step sliders, pick faults and rules; the
+  verdict (acknowledged messages lost, keys not found, units wrong), the start segment, the cut and
+  the number of steps must be what `run_scenario` and `check_store` give for the same input.
 
 Every page must log no console error and make no request that is not file:// (or data:).
 Screenshots of each explorer in a few states go to `_build/screenshots/explorers/`.
@@ -24,7 +27,9 @@ from mqstore.index import IndexFile, build_key, index_key_hash
 from mqstore.message import FIELD_NAMES, RecordStatus, check_record, decode_record, record_fields
 from mqstore.viz.index import chain_of
 from mqstore.viz.message import field_value
+from mqstore.recovery import RecordChecked, SegmentChosen, Truncated
 from mqstore.vectors import rocketmq_vectors
+from mqstore.viz.recovery import FAULT_NOTES, check_scenario, keys_lost_by_rocketmq, rocketmq_events, run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = Path(os.environ.get("MQSTORE_BOOK_HTML", ROOT / "_build" / "html"))
@@ -50,8 +55,6 @@ def browser():
         from playwright.sync_api import sync_playwright
     except ImportError:
         _need(False, "Playwright for Python is not installed (pip install playwright)")
-    _need((HTML / "book" / "03_record_format.html").exists() and (HTML / "book" / "06_index.html").exists(),
-          f"the book is not built in {HTML} (run `make html`)")
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
@@ -63,6 +66,7 @@ class Page:
     "A chapter's built page, with every console error and every request that leaves the page recorded."
 
     def __init__(self, browser, chapter, selector):
+        _need((HTML / "book" / f"{chapter}.html").exists(), f"{chapter} is not built in {HTML} (run `make html`)")
         self.page = browser.new_page(viewport={"width": 1280, "height": 1000})
         self.errors, self.outside = [], []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
@@ -295,6 +299,88 @@ def test_follower_hash_is_javas(follower):
     assert got[1] == [-2**31, 0]                 # Integer.MIN_VALUE: abs stays negative, RocketMQ uses 0
 
 
+# ------------------------------------------------------------------ chapter 7: the recovery explorer
+
+@pytest.fixture(scope="module")
+def recovery(browser):
+    p = Page(browser, "07_recovery", ".mqx-recovery")
+    yield p
+    p.clean()
+
+
+_RUNS = {}
+
+def _engine(fault, crash_at, index_safe=False):
+    "The engine's recovery of the same input, checked by check_store (every put acknowledged)."
+    key = (fault, crash_at, index_safe)
+    if key not in _RUNS:
+        _RUNS[key] = run_scenario(fault, crash_at=crash_at, index_safe=index_safe, check=check_scenario)
+    return _RUNS[key]
+
+
+def _expected(fault, crash_at, rule):
+    sc = _engine(fault, crash_at)
+    rep = sc.verdict
+    lost = {a.key for a, why in rep.lost + rep.torn if not why.startswith("query")}
+    keys = {a.key for a, why in rep.lost if why.startswith("query")}
+    events = sc.events
+    if rule != "mqstore":
+        raw = _engine(fault, crash_at, index_safe=rule == "index_safe").events
+        keys |= {k for _, k in keys_lost_by_rocketmq(raw, sc.sent)} - lost
+        events = rocketmq_events(raw)
+    units = [p for p in rep.problems if not p.startswith(("index", "commit log"))]
+    return dict(acked=len(sc.sent), lost=len(lost), keys=len(keys), units=len(units), events=events)
+
+
+def _choose(p, fault, crash_at, rule):
+    d = p.data()
+    p.root.locator(".mqx-fault").select_option(str([f for f, _ in d["faults"]].index(fault)))
+    p.root.locator(".mqx-rule").select_option(str([r for r, _ in d["rules"]].index(rule)))
+    p.root.locator(".mqx-crash").fill(str(d["crash_points"].index(crash_at)))
+    return p.root.evaluate("el => Object.assign({}, el.dataset)")
+
+
+COMBOS = [("crash", 5, "rocketmq4"), ("crash", 45, "index_safe"), ("crash", 25, "mqstore"),
+          ("power_cut", 15, "mqstore"), ("power_cut", 35, "rocketmq4"), ("torn", 25, "index_safe"),
+          ("flipped_bit", 5, "mqstore"), ("flipped_bit", 45, "rocketmq4"), ("dropped_index", 15, "rocketmq4"),
+          ("dropped_index", 15, "index_safe"), ("dropped_index", 35, "mqstore"), ("stale_checkpoint", 25, "rocketmq4"),
+          ("dispatch_lag", 45, "mqstore"), ("dispatch_lag", 5, "index_safe")]
+
+
+@pytest.mark.parametrize("fault,crash_at,rule", COMBOS)
+def test_recovery_verdict_is_check_stores(recovery, fault, crash_at, rule):
+    p = recovery
+    shown = _choose(p, fault, crash_at, rule)
+    want = _expected(fault, crash_at, rule)
+    assert (shown["fault"], int(shown["crash"]), shown["rule"]) == (fault, crash_at, rule)
+    assert {k: int(shown[k]) for k in ("acked", "lost", "keys", "units")} == \
+           {k: want[k] for k in ("acked", "lost", "keys", "units")}
+    text = p.root.locator(".mqx-verdict").inner_text()
+    assert f"{want['lost']} of {want['acked']} acknowledged messages lost, {want['keys']} keys no longer found" in text
+    events = want["events"]
+    assert int(shown["steps"]) == len(events) == int(p.root.locator(".mqx-step").get_attribute("max"))
+    cut = next(e.offset for e in events if isinstance(e, Truncated) and e.what == "commitlog")
+    walked = [e for e in events if isinstance(e, RecordChecked) and e.status in ("OK", "BLANK")]
+    assert (int(shown["step"]), int(shown["cut"]), int(shown["walked"])) == (len(events), cut, len(walked))
+    chosen = [(i, e) for i, e in enumerate(events) if isinstance(e, SegmentChosen)]
+    assert int(shown["start"]) == chosen[-1][1].index
+    step = p.root.locator(".mqx-step")
+    step.fill(str(chosen[0][0] + 1))                         # just after the first choice of a start
+    now = p.root.evaluate("el => Object.assign({}, el.dataset)")
+    assert int(now["start"]) == chosen[0][1].index and now["cut"] == ""
+    assert now["title"].startswith(f"start at segment {chosen[0][1].index}: {chosen[0][1].reason}")
+    assert p.root.locator(".mqx-chosen").count() == 1
+    step.fill("0")
+    assert p.root.get_attribute("data-walked") == "0" and p.root.locator(".mqx-walked").count() == 0
+    if (fault, rule) in {("crash", "rocketmq4"), ("power_cut", "mqstore"), ("flipped_bit", "mqstore"),
+                         ("dropped_index", "rocketmq4")}:
+        step.fill(str(len(events) * 2 // 3))
+        p.shot(f"recovery_{fault}_{crash_at}_{rule}_mid")
+    step.fill(str(len(events)))
+    if fault in ("flipped_bit", "dropped_index"):
+        p.shot(f"recovery_{fault}_{crash_at}_{rule}_end")
+
+
 # ------------------------------------------------------------------ the same outputs in a notebook front-end
 
 def _stored_html(chapter, call):
@@ -306,7 +392,8 @@ def _stored_html(chapter, call):
 
 
 @pytest.mark.parametrize("chapter,call,selector", [("03_record_format", "record_inspector(", ".mqx-record-inspector"),
-                                                   ("06_index", "chain_follower(", ".mqx-index-chain")])
+                                                   ("06_index", "chain_follower(", ".mqx-index-chain"),
+                                                   ("07_recovery", "recovery_explorer(", ".mqx-recovery")])
 def test_the_stored_output_runs_as_jupyterlab_shows_it(browser, chapter, call, selector):
     """JupyterLab puts a trusted text/html output into the page with innerHTML, then replaces each
     <script> by a new one with the same text so that it runs: the same here, on a blank page."""
@@ -334,6 +421,9 @@ def test_the_stored_output_runs_as_jupyterlab_shows_it(browser, chapter, call, s
         if chapter == "06_index":
             root.locator(".mqx-key").fill("tx-1")
             assert root.get_attribute("data-offsets") == "5040,4839"
+        elif chapter == "07_recovery":
+            root.locator(".mqx-fault").select_option(label=FAULT_NOTES["power_cut"])
+            assert root.get_attribute("data-lost") == "3"
         else:
             root.locator(".mqx-byte").fill("36")
             assert root.locator(".mqx-panel").evaluate("p => p.dataset.field") == "SYSFLAG"

@@ -184,7 +184,8 @@ def explorer_html(kind: str, script: str, data: dict):
     css, js = explorer_assets("explorers.css", script)
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
     eid = f"mqx-{kind}-{next(_SHOWN)}"
-    call = {"record-inspector": "recordInspector", "index-chain": "indexChain"}[kind]
+    call = {"record-inspector": "recordInspector", "index-chain": "indexChain",
+            "recovery": "recoveryExplorer"}[kind]
     # its own div: the one beside the running script (an output shown twice repeats the id)
     find = (f'(document.currentScript && document.currentScript.parentNode.querySelector("#{eid}"))'
             f' || document.getElementById("{eid}")')
