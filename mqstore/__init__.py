@@ -6,12 +6,8 @@ is imported the first time one of its names is used, so `import mqstore` is
 cheap and never imports matplotlib or pyspark.
 """
 import importlib as _importlib
-from importlib.metadata import PackageNotFoundError as _NotFound, version as _version
 
-try:
-    __version__ = _version("mqstore")
-except _NotFound:  # a source tree that was not installed
-    __version__ = "0+unknown"
+__version__ = '0.1.0'  # pyproject.toml's, written by the export (importlib.metadata costs ~0.1 s at start-up)
 
 _API = {
     'AUDIT_COLUMNS': 'auditing',
