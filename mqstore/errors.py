@@ -56,7 +56,7 @@ class MessageError(MQStoreError, ValueError):
     "A message that cannot be stored as given."
 
 class InvalidMessageError(MessageError, TypeError):
-    "A message whose fields have the wrong types or ranges (a body that is not bytes, a queue id of -1)."
+    "A message whose fields have the wrong types or ranges (a body that is not bytes, a queue id over 2**31 - 1)."
 
 class InvalidTopicError(MessageError):
     "An empty, too long or otherwise illegal topic name."

@@ -607,7 +607,7 @@ def _read_record(buf, pos, spans, check_crc, read_body):
 
 # %% ../book/03_record_format.ipynb #a809411b
 def check_record(buf, pos: int = 0, check_crc: bool = True, read_body: bool = False) -> CheckResult:
-    "RocketMQ's checkMessageAndReturnSize: classify the record at `pos`, never raising."
+    "RocketMQ's checkMessageAndReturnSize: classify the record at `pos`: bad bytes get an answer, not an exception."
     status, size, reason, spans = _walk(buf, pos, len(buf))
     if status is not RecordStatus.OK:
         return CheckResult(status, size, None, reason)

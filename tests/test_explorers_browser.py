@@ -184,6 +184,9 @@ def test_inspector_typed_offset_and_the_blank(inspector):
         shown = _panel(p)
         assert (int(shown["byte"]), shown["status"], shown["field"]) == (i, "BLANK", want)
     assert int(_panel(p)["record"]) == len(list(_walk(buf))) - 1
+    ok = sum(1 for _, r in _walk(buf) if r.ok)                # the summary counts records apart from the blank
+    assert int(p.root.locator(".mqx-summary").get_attribute("data-ok")) == ok
+    assert f"{ok} records (numbered 0 to {ok - 1}), then BLANK" in p.root.locator(".mqx-summary").inner_text()
     p.shot("record_inspector_blank")
     p.root.locator(".mqx-byte").fill("")
 

@@ -66,9 +66,11 @@
       spans[i].classList.add("mqx-cur");
       var d = describe(i);
       var end = d.start + d.size - 1;
+      var what = d.status === "OK" ? "record " + d.record + " (counted from 0 in this file)"
+        : "the stop after " + (d.record ? "record " + (d.record - 1) : "no record") + " (entry " + d.record + ")";
       panel.textContent =
         "byte " + i + " (0x" + i.toString(16) + ") = 0x" + hex2(bytes[i]) + "\n" +
-        "record " + d.record + ": " + d.status + ", bytes " + d.start + "-" + end + " (size " + d.size + ")" +
+        what + ": " + d.status + ", bytes " + d.start + "-" + end + " (size " + d.size + ")" +
         (d.reason ? " - " + d.reason : "") + "\n" +
         "field " + d.field + ": offset " + d.offset + " in the record (byte " + (d.start + d.offset) +
         " of the segment), length " + d.length + "\n" +
@@ -91,7 +93,13 @@
         });
       });
       summary.dataset.records = recs; summary.dataset.bytes = n;
-      summary.textContent = name === "" ? seg.records.length + " records walked by check_record; choose a field to highlight it in every record"
+      var ok = seg.records.filter(function (r) { return r.status === "OK"; }).length;
+      var stop = seg.records.length > ok ? seg.records[seg.records.length - 1] : null;
+      var walked = ok + " record" + (ok === 1 ? "" : "s") + " (numbered 0 to " + (ok - 1) + ")" +
+        (stop ? ", then " + stop.status + " at byte " + stop.start + " (" + stop.size + " bytes)" : "") +
+        ": " + seg.records.length + " entries walked by check_record";
+      summary.dataset.ok = ok;
+      summary.textContent = name === "" ? walked + "; choose a field to highlight it in every record"
         : name + " highlighted in " + recs + " record" + (recs === 1 ? "" : "s") + ": " + n + " bytes";
     }
     function render() {
