@@ -355,6 +355,7 @@ class FlushService(threading.Thread):
         self._requests = queue.SimpleQueue()     # GroupCommitRequests; None wakes the thread
         self._stopping = False
         self.flushes = 0            # rounds that advanced the flushed offset
+        self.rounds = self.answered = 0   # sync: rounds that answered requests, and how many they answered
 
     def submit(self, req: GroupCommitRequest) -> None:
         self._requests.put(req)
@@ -391,6 +392,7 @@ class FlushService(threading.Thread):
             if self.sync:
                 if batch:
                     self._flush_round(0)
+                    self.rounds, self.answered = self.rounds + 1, self.answered + len(batch)
                 flushed = self.log.mfq.flushed_where
                 for r in batch:
                     r.complete(flushed >= r.next_offset)

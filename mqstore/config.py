@@ -54,7 +54,7 @@ class StoreConfig:
     consume_queue_units: int = 300_000          # 20-byte units per consume-queue file
     index_slots: int = 5_000_000
     index_entries: int = 20_000_000
-    max_message_size: int = 4 * 1024 * 1024     # whole record, as maxMessageSize
+    max_message_size: int = 4 * 1024 * 1024     # the largest body (maxMessageSize)
     flush_disk_type: str = FLUSH_ASYNC
     flush_interval_ms: int = 500                # FlushRealTimeService period
     flush_least_pages: int = 4

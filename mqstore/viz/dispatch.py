@@ -111,30 +111,35 @@ def draw_queue_file(cq, file_index=0, per_row=6, tag_names=None, ax=None, title=
 # %% ../../book/05_dispatch.ipynb #81c2dca5
 EVENT_COLORS = {"dispatched": "#0072B2", "no unit": NO_UNIT, "blank": "#E69F00", "skipped": "#D55E00"}
 
-def draw_reput(events, segment_size, cq_store=None, ax=None, title=None):
-    "The reput loop's events, one row per commit-log segment; records without a unit grey, a cross where it stopped."
+def draw_reput(events, segment_size, cq_store=None, ax=None, title=None, xmax=None):
+    """The reput loop's events, one row per commit-log segment: records without a unit grey, each blank
+    also marked by a triangle above it (a blank is often too thin to see), a triangle below where it stopped."""
     units = _unit_map(cq_store) if cq_store is not None else None
     segs = sorted({e.offset // segment_size for e in events})
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 1.4 + 0.45 * len(segs)))
+        _, ax = plt.subplots(figsize=(9, 1.5 + 0.5 * len(segs)))
     seen = set()
     for e in events:
         y, x = segs.index(e.offset // segment_size), e.offset % segment_size
         kind = "no unit" if e.kind == "dispatched" and units is not None and e.offset not in units else e.kind
         if kind == "stopped":
-            ax.plot(x, y, marker="X", ms=12, color="black", ls="none")
+            ax.plot(x, y + 0.5, marker="^", ms=9, color="black", ls="none")
         else:
-            ax.add_patch(Rectangle((x, y - 0.35), e.size, 0.7, fc=EVENT_COLORS[kind], ec="white", lw=0.3))
+            ax.add_patch(Rectangle((x, y - 0.35), e.size, 0.7, fc=EVENT_COLORS[kind], ec="none"))
+        if kind == "blank":
+            ax.plot(x, y - 0.5, marker="v", ms=8, color=EVENT_COLORS["blank"], ls="none")
         seen.add(kind)
-    handles = [Patch(fc=c, label=k) for k, c in EVENT_COLORS.items() if k in seen]
+    handles = [Patch(fc=c, label=k + (" (also marked \u25bc)" if k == "blank" else ""))
+               for k, c in EVENT_COLORS.items() if k in seen]
     if "stopped" in seen:
-        handles.append(plt.Line2D([], [], marker="X", ms=9, color="black", ls="none", label="stopped"))
+        handles.append(plt.Line2D([], [], marker="^", ms=8, color="black", ls="none", label="stopped here"))
     ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3),
               ncol=len(handles), frameon=False)
-    ax.set_xlim(0, segment_size); ax.set_ylim(len(segs) - 0.5, -0.5)
+    ax.set_xlim(0, xmax or segment_size * 1.015); ax.set_ylim(len(segs) - 0.25, -0.75)
     ax.set_yticks(range(len(segs)), [f"{s * segment_size:020d}"[-8:] for s in segs], fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     ax.set_xlabel("position in the segment (bytes)", fontsize=9)
     ax.set_ylabel("segment (last 8 digits)", fontsize=9)
     ax.set_title(title or f"the reput loop: {len(events)} steps over {len(segs)} segments", fontsize=10)
     return ax
+
