@@ -233,10 +233,10 @@ def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = Tru
         ax.legend(handles=recovery_legend(), fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.22),
                   frameon=False)
 
-def recovery_figure(figsize=(9, 4.8), dpi=None):
+def recovery_figure(figsize=(9, 4.3), dpi=None):
     "A figure and axes for `draw_recovery_step` with its legend below (room left for it)."
     fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.93, bottom=0.34)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.31)
     return fig, ax
 
 # %% ../../book/07_recovery.ipynb #b5426929
@@ -257,7 +257,7 @@ def recovery_frames(events, max_frames: int = 24):
     return frames
 
 # %% ../../book/07_recovery.ipynb #7284e94b
-def animate_scenario(sc, max_frames: int = 24, figsize=(9, 4.8), dpi: int = 100):
+def animate_scenario(sc, max_frames: int = 24, figsize=(9, 4.3), dpi: int = 100):
     "A FuncAnimation of a scenario's recovery (use `.to_jshtml()` in a notebook)."
     frames = recovery_frames(sc.events, max_frames)
     fig, ax = recovery_figure(figsize, dpi)
