@@ -55,6 +55,9 @@
         case "SegmentChosen":
           st.chosen = e.index; st.title = "start at segment " + e.index + ": " + e.reason; break;
         case "RecordChecked":
+          if (e.status === "END") {            // zeros: the end of what was written, no damage
+            st.title = "zeros at " + num(e.offset) + ": nothing was written there"; break;
+          }
           (e.status === "OK" || e.status === "BLANK" ? st.walked : st.bad).push([e.offset, e.size]);
           st.title = "walked the record at " + num(e.offset) + ": " + e.status; break;
         case "WalkStopped":
@@ -73,7 +76,7 @@
 
   function describe(e) {
     var parts = [];
-    for (var k in e) if (k !== "kind") parts.push(k + "=" + (Array.isArray(e[k]) ? "[" + e[k].length + "]" : e[k]));
+    for (var k in e) if (k !== "kind") parts.push(k + "=" + (Array.isArray(e[k]) ? "[" + e[k].join(", ") + "]" : e[k]));
     return e.kind + " " + parts.join(", ");
   }
 
@@ -103,15 +106,20 @@
     var sim = el("div", "mqx-note mqx-sim");
     var pic = el("div", "mqx-pic");
     var legend = el("div", "mqx-legend");
-    [["walked record", C.walked], ["torn / bad record", C.bad], ["skipped segment", "#dddddd"],
-     ["walk starts here (outline)", C.chosen], ["unit / entry on disk", C.kept], ["dropped or cut", C.dropped],
-     ["re-dispatched", C.redisp]].forEach(function (p) {
-      var sp = el("span"), sw = el("span", "mqx-sw"); sw.style.background = p[1];
-      sp.appendChild(sw); sp.appendChild(document.createTextNode(p[0])); legend.appendChild(sp);
+    [["walked record", C.walked], ["torn / bad record", C.bad], ["skipped segment (hatched)", "#dddddd"],
+     ["cut off (cross-hatched)", "#ffffff"], ["walk starts here (outline)", C.chosen],
+     ["\u2717 segment too new", null, C.bad], ["\u2713 checkpoint vouches for it", null, C.chosen],
+     ["| unit / entry on disk (upper half of a row)", null, C.kept], ["| dropped or cut", null, C.dropped],
+     ["+ written by the replay (lower half)", null, C.redisp]].forEach(function (p) {
+      var sp = el("span");
+      if (p[1]) { var sw = el("span", "mqx-sw"); sw.style.background = p[1]; sp.appendChild(sw); }
+      else { sp.style.color = p[2]; sp.style.fontWeight = 700; }
+      sp.appendChild(document.createTextNode(p[0])); legend.appendChild(sp);
     });
     var log = el("div", "mqx-panel mqx-log");
     var verdict = el("div", "mqx-panel mqx-verdict");
     [controls, stepRow, title, sim, pic, legend, log, verdict].forEach(function (e) { root.appendChild(e); });
+    [log, verdict].forEach(function (p) { p.style.wordBreak = "normal"; p.style.overflowWrap = "anywhere"; });
 
     var cur = {};
     function pick() {
@@ -127,18 +135,30 @@
         "no lost index file looked for, and the keys RocketMQ would not index again. The walk, the cut " +
         "and the units are this engine's.";
       var v = r.verdict;
+      var ds = root.dataset;
+      ds.fault = data.faults[fi][0]; ds.crash = n; ds.rule = data.rules[ri][0];
+      ds.acked = v.acked; ds.lost = v.lost; ds.keys = v.keys; ds.units = v.units; ds.steps = cur.evs.length;
+      draw();
+    }
+
+    function showVerdict(upto) {          // check_store judges the recovered store: only once recovery has run
+      var v = cur.r.verdict, n = cur.evs.length;
       verdict.textContent = "";
+      if (upto < n) {
+        verdict.appendChild(el("div", "mqx-note", "verdict: recovery has run " + upto + " of its " + n +
+          " events; step to the end to see what check_store finds in the recovered store"));
+        root.dataset.verdictShown = "0";
+        return;
+      }
       verdict.appendChild(el("div", "mqx-result", "verdict (check_store): " + v.lost + " of " + v.acked +
         " acknowledged messages lost, " + v.keys + " keys no longer found, " + v.units + " units wrong"));
       if (v.lost) verdict.appendChild(el("div", "", "lost: " + v.lost_keys.join(", ") + (v.lost > v.lost_keys.length ? ", ..." : "")));
       if (v.keys) verdict.appendChild(el("div", "", "keys not found: " + v.missing_keys.join(", ") +
                                          (v.keys > v.missing_keys.length ? ", ..." : "")));
       if (v.units) verdict.appendChild(el("div", "", "units: " + v.unit_problems.join("; ")));
-      verdict.appendChild(el("div", "mqx-note", "engine's report: " + v.summary));
-      var ds = root.dataset;
-      ds.fault = data.faults[fi][0]; ds.crash = n; ds.rule = data.rules[ri][0];
-      ds.acked = v.acked; ds.lost = v.lost; ds.keys = v.keys; ds.units = v.units; ds.steps = cur.evs.length;
-      draw();
+      verdict.appendChild(el("div", "mqx-note", "check_store after the " + v.recovery + " recovery (it reopens the " +
+        "store, which closed cleanly): " + v.summary));
+      root.dataset.verdictShown = "1";
     }
 
     function draw() {
@@ -152,8 +172,8 @@
       var names = [];
       for (var i = 0; i < c.segments; i++) names.push("segment " + i);
       names = names.concat(queues, ["index"]);
-      var left = 90, W = 880, H = 18, top = 6, span = c.segments * c.file_size, base = c.first_offset;
-      var x = function (off) { return left + (off - base) / span * (W - left - 10); };
+      var left = 90, W = 720, H = 18, top = 6, span = c.segments * c.file_size, base = c.first_offset;
+      var x = function (off) { return left + (off - base) / span * (W - left - 40); };   // 40 px: marks, last label
       var yOf = function (name) { return top + names.indexOf(name) * H; };
       var rowOf = function (off) { return "segment " + Math.min(c.segments - 1, Math.floor((off - base) / c.file_size)); };
       pic.textContent = "";
@@ -174,7 +194,7 @@
         s("rect", {x: x0, y: y0, width: x1 - x0, height: H - 4, fill: "none", stroke: chosen ? C.chosen : "#000",
                    "stroke-width": chosen ? 2.5 : 0.8, "class": chosen ? "mqx-chosen" : ""}, svg);
         if (i in st.checked)
-          s("text", {x: x1 - 12, y: y0 + 11, fill: st.checked[i] ? C.chosen : C.bad, "font-weight": 700,
+          s("text", {x: x1 + 4, y: y0 + 11, fill: st.checked[i] ? C.chosen : C.bad, "font-weight": 700,
                      "class": st.checked[i] ? "mqx-tick" : "mqx-cross"}, svg, st.checked[i] ? "\u2713" : "\u2717");
       }
       c.before.records.forEach(function (rec) {
@@ -187,15 +207,19 @@
                    fill: C.walked, stroke: "#fff", "stroke-width": 0.3, "class": "mqx-walked"}, svg);
       });
       st.bad.forEach(function (w) {
+        if (st.cut !== null && w[0] >= st.cut) return;        // cut off: drawn as the cut below
         s("rect", {x: x(w[0]), y: yOf(rowOf(w[0])) + 3, width: Math.max(x(w[0] + w[1]) - x(w[0]), (W - left) * 0.04 / c.segments),
                    height: H - 6, fill: C.bad, "class": "mqx-bad"}, svg);
       });
       if (st.cut !== null) {                 // the cut tail of its segment, and every later segment (deleted)
         for (i = 0; i < c.segments; i++) {
           var from = Math.max(st.cut, base + i * c.file_size), to = base + (i + 1) * c.file_size;
-          if (from < to)
+          if (from < to) {
+            s("rect", {x: x(from), y: yOf("segment " + i) + 2, width: x(to) - x(from), height: H - 4,
+                       fill: "#fff", stroke: "#444", "stroke-width": 0.8}, svg);
             s("rect", {x: x(from), y: yOf("segment " + i) + 2, width: x(to) - x(from), height: H - 4,
                        fill: "url(#" + cid + ")", "class": "mqx-cut"}, svg);
+          }
         }
       }
       var reached = -1;
@@ -205,12 +229,12 @@
         old.forEach(function (o) {
           var gone = goneFrom !== null && o >= goneFrom;
           if (!gone) keep[o] = 1;
-          s("line", {x1: x(o), x2: x(o), y1: y + 3, y2: y + H - 3, stroke: gone ? C.dropped : C.kept,
+          s("line", {x1: x(o), x2: x(o), y1: y + 1, y2: y + H / 2, stroke: gone ? C.dropped : C.kept,
                      "stroke-width": 1.2, "class": gone ? "mqx-gone" : "mqx-kept"}, svg);
         });
         now.forEach(function (o) {
           if (o < reached && !keep[o]) {
-            var cx = x(o), cy = y + H / 2;
+            var cx = x(o), cy = y + H - 5;
             s("path", {d: "M" + (cx - 3) + "," + cy + "h6M" + cx + "," + (cy - 3) + "v6", stroke: C.redisp,
                        "stroke-width": 2, "class": "mqx-redisp"}, svg);
           }
@@ -228,6 +252,7 @@
         log.appendChild(el("div", first + k + 1 === upto ? "mqx-result" : "", (first + k + 1) + ". " + describe(e)));
       });
       if (!upto) log.appendChild(el("div", "mqx-note", "before recovery: the files the crash left"));
+      showVerdict(upto);
       var ds = root.dataset;
       ds.step = upto; ds.title = st.title; ds.start = st.chosen === null ? "" : st.chosen;
       ds.cut = st.cut === null ? "" : st.cut;
