@@ -312,7 +312,8 @@ class CheckedBack:
 class CheckReport:
     "What one check-back pass did."
     now: int
-    scanned: int = 0           # units looked at
+    scanned: int = 0           # units yielded by the scan (old ones asked about, young ones that stop it)
+    units_read: int = 0        # state-table units the scan read (whole files, as numpy arrays)
     too_young: int = 0         # prepared units that stopped a file's scan
     no_listener: int = 0       # old prepared units whose group nobody listens for
     checked: list = field(default_factory=list)
@@ -320,12 +321,14 @@ class CheckReport:
 
 # %% ../book/09_transactions.ipynb #288cae3b
 def scan_for_check(table: TransactionStateTable, now_ms: int, at_least_ms: int, skip_files=(),
-                   pending=()):
+                   pending=(), stats: dict | None = None):
     "Yield (slot, StateUnit) of old prepared units file by file; each file's scan stops at a young one."
     for mf in list(table.mfq.files):
         if mf.name in skip_files:
             continue
         units = table.file_units(mf)
+        if stats is not None:
+            stats["units_read"] = stats.get("units_read", 0) + len(units)
         first = mf.file_from_offset // TS_STORE_UNIT_SIZE
         for i in np.flatnonzero(units["state"] == TRANSACTION_PREPARED_TYPE).tolist():
             u = units[i]
@@ -350,7 +353,7 @@ FILLER_STATE_UNIT = StateUnit(0, FILLER_UNIT_SIZE, 0, 0, TRANSACTION_ROLLBACK_TY
 class RebuildReport:
     redo_units: int            # redo units read
     lookups: int               # commit-log records read
-    slots: int                 # units written
+    slots: int                 # the next slot (table.units): one past the last unit written
     prepared: int              # of which still PREPARED
     fillers: int               # slots nothing in the redo log accounted for
 
@@ -677,8 +680,9 @@ class TransactionService:
         report = CheckReport(now)
         with self._lock:
             pending = set(self.pending)
+        stats = {}
         for slot, unit in list(scan_for_check(self.table, now, self.config.check_at_least_interval_ms,
-                                              self.done_files, pending)):
+                                              self.done_files, pending, stats)):
             report.scanned += 1
             if unit is None:
                 report.too_young += 1
@@ -697,6 +701,7 @@ class TransactionService:
                 except TransactionError as e:
                     outcome = type(e).__name__
             report.checked.append(CheckedBack(slot, unit.offset, group, answer, outcome))
+        report.units_read = stats.get("units_read", 0)
         self._retire_files()
         report.files_done = tuple(sorted(self.done_files))
         return report

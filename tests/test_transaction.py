@@ -509,3 +509,23 @@ def test_half_topic_unknown_answers_reappend_then_park(tmp_path):
     parked = store.get("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0, 10).messages
     assert [m.properties["TRANSACTION_CHECK_TIMES"] for m in parked] == ["3"]
     store.close()
+
+
+def test_check_report_counts_the_units_the_scan_read(tmp_path):
+    "CheckReport.units_read counts the units of every file the scan read; retired files are not read again."
+    ck = clock(step=10_000)
+    tx, store = open_store(tmp_path, ck)
+    rs = [prepare(tx, i) for i in range(11)]                  # 8 units in the first file, 3 in the second
+    store.wait_dispatched()
+    tx.register_check_listener(GROUP, lambda msg: LocalTransactionState.COMMIT_MESSAGE)
+    t0 = rs[0].store_timestamp
+    rep = tx.check_once(now=t0 + 1_000)
+    assert rep.units_read == 11 and rep.checked == [] and rep.too_young == 2
+    rep = tx.check_once(now=t0 + 10**7)
+    assert rep.units_read == 11 and len(rep.checked) == 11
+    store.wait_dispatched()
+    rep = tx.check_once(now=t0 + 2 * 10**7)
+    assert rep.files_done == ("00000000000000000000",)
+    rep = tx.check_once(now=t0 + 3 * 10**7)
+    assert rep.units_read == 3 and rep.checked == []           # only the second file is scanned
+    store.close()

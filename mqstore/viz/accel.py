@@ -11,8 +11,10 @@ from pathlib import Path
 
 PARTS = {"records (ch. 3)": ("message.py",), "put (ch. 1, 2, 4)": ("commit_log.py", "mapped_file.py", "mapped_file_queue.py", "checkpoint.py"),
          "dispatch (ch. 5)": ("dispatch.py", "consume_queue.py"), "index (ch. 6)": ("index.py",),
-         "store, recovery (ch. 7)": ("recovery.py", "store.py", "verify.py"), "fast (ch. 10)": ("fast/",), "other mqstore": ()}
-PART_COLORS = dict(zip(PARTS, ["#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#D55E00", "#0072B2", "#000000"]))
+         "store, recovery (ch. 7)": ("recovery.py", "store.py", "verify.py"), "fast (ch. 10)": ("fast/",),
+         "modern stores (ch. 14)": ("modern.py",), "other mqstore": ()}
+PART_COLORS = dict(zip(PARTS, ["#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#D55E00", "#0072B2", "#F0E442",
+                              "#000000"]))
 
 def part_of(filename: str) -> str | None:
     "The part of the engine a source file belongs to, or None (not mqstore)."
@@ -36,10 +38,10 @@ def stage_total(profile) -> float:
     "Seconds the profile saw in its calling thread."
     return pstats.Stats(profile).total_tt
 
-def draw_profile(profiles: dict, title: str, n: int = 6):
+def draw_profile(profiles: dict, title: str, n: int = 5):
     "A panel per stage: its top mqstore functions by self time, the other mqstore functions, the rest."
     stages = [s for s in profiles if hasattr(profiles[s], "runcall")]
-    fig, axes = plt.subplots((len(stages) + 2) // 2, 2, figsize=(11, 2.3 * ((len(stages) + 2) // 2) + 0.4))
+    fig, axes = plt.subplots(len(stages), 1, figsize=(7.2, 1.8 * len(stages) + 0.9), squeeze=False)
     for ax, stage in zip(axes.flat, stages):
         rows, total = top_functions(profiles[stage], 10**6), stage_total(profiles[stage])
         mq = sum(r[2] for r in rows)
@@ -47,17 +49,15 @@ def draw_profile(profiles: dict, title: str, n: int = 6):
         labels = [r[0] for r in rows] + ["other mqstore functions", "outside mqstore"]
         ms = [1000 * r[2] for r in rows] + [1000 * (mq - sum(r[2] for r in rows)), 1000 * max(0.0, total - mq)]
         colors = [PART_COLORS[r[1]] for r in rows] + ["#777777", "#BBBBBB"]
-        ax.barh(range(len(ms))[::-1], ms, color=colors)
+        ax.barh(range(len(ms))[::-1], ms, color=colors, edgecolor="#444444", lw=0.4)
         ax.set_yticks(range(len(ms))[::-1], labels, fontsize=8)
         ax.set_title(f"{stage}: {1000 * total:.0f} ms in all", fontsize=9, loc="left")
         ax.set_xlabel("self time (ms, under cProfile)", fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
-    for ax in list(axes.flat)[len(stages):]:
-        ax.axis("off")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
-    list(axes.flat)[-1].legend(handles, list(PART_COLORS), loc="center", fontsize=8, title="part of the engine")
+    fig.legend(handles, list(PART_COLORS), loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.55 / (1.8 * len(stages) + 0.9), 1, 1))
     return fig
 
 # %% ../../book/10_making_it_fast.ipynb #de749432
@@ -65,7 +65,7 @@ SIDE_COLORS = {"reference": "#E69F00", "fast paths on": "#0072B2"}
 
 def draw_stage_times(times: dict, stages: list):
     "A box and the single runs for each stage and side, in milliseconds on a log scale."
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = plt.subplots(figsize=(7.2, 3.4))
     for j, (side, color) in enumerate(SIDE_COLORS.items()):
         xs = [i + (j - 0.5) * 0.36 for i in range(len(stages))]
         data = [[1000 * t for t in times[side, s]] for s in stages]
@@ -74,6 +74,10 @@ def draw_stage_times(times: dict, stages: list):
         for x, d in zip(xs, data):
             ax.scatter([x] * len(d), d, s=14, color=color, zorder=3, label=side if x == xs[0] else None)
     ax.set_yscale("log")
+    lo, hi = min(1000 * min(v) for v in times.values()), max(1000 * max(v) for v in times.values())
+    ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000) if lo / 2 <= t <= hi * 2]
+    ax.set_yticks(ticks, [f"{t:,}" for t in ticks], fontsize=8)
+    ax.yaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xticks(range(len(stages)), stages, fontsize=9)
     ax.set_ylabel("milliseconds (log scale)", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
@@ -94,19 +98,18 @@ def draw_replacements(table: dict, fast_modules: dict):
         group = where if where in groups else fast_modules.get(ref_module, "elsewhere")
         groups.setdefault(group, []).append((name, f"{where}.{getattr(fast, '__qualname__', fast)}"))
     rows = sum(max(1, len(v)) + 1 for v in groups.values())
-    fig, ax = plt.subplots(figsize=(9, 0.26 * rows + 0.5))
+    fig, ax = plt.subplots(figsize=(7.2, 0.26 * rows + 0.5))
     ax.set_xlim(0, 1); ax.set_ylim(rows, 0); ax.axis("off")
-    y, colors = 0, ["#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#D55E00", "#0072B2"]
+    y = 0
     for i, (fm, pairs) in enumerate(groups.items()):
         sources = sorted(m for m, f in fast_modules.items() if f == fm) or ["?"]
-        ax.text(0, y + 0.5, f"{fm}  (for {', '.join(sources)})", fontsize=9, weight="bold",
-                color=colors[i % len(colors)], va="center")
+        ax.text(0, y + 0.5, f"{fm}  (for {', '.join(sources)})", fontsize=9, weight="bold", va="center")
         y += 1
-        for ref, fast in pairs or [("(no fast version yet: the reference runs)", "")]:
-            ax.text(0.03, y + 0.5, ref, fontsize=8, va="center")
+        for ref, fast in pairs or [("(replaces no function of its own)", "")]:
+            ax.text(0.02, y + 0.5, ref, fontsize=8, va="center")
             if fast:
-                ax.annotate("", (0.55, y + 0.5), (0.5, y + 0.5), arrowprops=dict(arrowstyle="->"))
-                ax.text(0.57, y + 0.5, fast, fontsize=8, va="center")
+                ax.annotate("", (0.49, y + 0.5), (0.44, y + 0.5), arrowprops=dict(arrowstyle="->"))
+                ax.text(0.5, y + 0.5, fast, fontsize=8, va="center")
             y += 1
     fig.tight_layout()
     return fig

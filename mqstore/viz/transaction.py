@@ -161,7 +161,8 @@ def animate_check_back(frames, units_per_file: int, figsize=(8, 2.4)):
     return anim
 
 # %% ../../book/09_transactions.ipynb #0d08d890
-_DESIGN_COLORS = ["#E69F00", "#0072B2"]
+import textwrap
+_DESIGN_COLORS = ["#D55E00", "#555555"]        # vermillion, dark grey: not a state colour
 
 def draw_design_costs(costs: dict, ax=None):
     "Grouped bars, one bar per design: byte measures in the left panel, counts in the right."
@@ -181,7 +182,7 @@ def draw_design_costs(costs: dict, ax=None):
             a.bar(xs, vals, w, label=d, color=_DESIGN_COLORS[i % 2], edgecolor="black", lw=0.5)
             for xi, v in zip(xs, vals):
                 a.text(xi, v + top * 0.02, f"{v:,}", ha="center", va="bottom", fontsize=8)
-        a.set_xticks(x, [n.replace(" (", "\n(") for n in names], fontsize=8)
+        a.set_xticks(x, [textwrap.fill(n, 18) for n in names], fontsize=8)
         a.tick_params(axis="y", labelsize=8)
         a.set_ylabel(unit, fontsize=9)
         a.set_ylim(0, top * 1.15)
