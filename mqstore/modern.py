@@ -543,14 +543,14 @@ def body_column(buf, h, column: str = "body") -> list:
 import struct
 
 def inner_messages(body: bytes) -> list:
-    "The messages packed in an inner batch's body: dicts of size, flag, body and properties."
+    "The messages packed in an inner batch's body: dicts of size, magic, body CRC, flag, body and properties."
     out, pos = [], 0
     while pos < len(body):
-        size, _magic, _crc, flag, blen = struct.unpack_from(">iiiii", body, pos)
+        size, magic, crc, flag, blen = struct.unpack_from(">iiiii", body, pos)
         plen = struct.unpack_from(">h", body, pos + 20 + blen)[0]
         props = body[pos + 22 + blen:pos + 22 + blen + plen].decode()
         pairs = [kv.split("\x01", 1) for kv in props.split("\x02") if kv]
-        out.append({"size": size, "flag": flag, "body": body[pos + 20:pos + 20 + blen],
+        out.append({"size": size, "magic": magic, "crc": crc, "flag": flag, "body": body[pos + 20:pos + 20 + blen],
                     "properties": dict(pairs)})
         pos += size
     return out
