@@ -146,7 +146,7 @@ COMPRESSION_NAMES = {0x000: "zlib (4.x, no type bits)", 0x300: "zlib", 0x100: "l
 
 def segment_facts(buf) -> dict:
     "What one segment's records say about the store: {structure: facts}, from headers and byte searches."
-    from mqstore.fast.records import scan_segment   # chapter 10: loaded only when needed
+    from mqstore.fast.records import scan_segment   # chapter 10.1: loaded only when needed
     rows, _, _ = scan_segment(buf, check_crc=False)
     flags, found = rows["sys_flag"].astype(np.int64), {}
     kinds = flags[(flags & COMPRESSED_FLAG) != 0] & COMPRESSION_TYPE_MASK
@@ -543,14 +543,14 @@ def body_column(buf, h, column: str = "body") -> list:
 import struct
 
 def inner_messages(body: bytes) -> list:
-    "The messages packed in an inner batch's body: dicts of size, flag, body and properties."
+    "The messages packed in an inner batch's body: dicts of size, magic, body CRC, flag, body and properties."
     out, pos = [], 0
     while pos < len(body):
-        size, _magic, _crc, flag, blen = struct.unpack_from(">iiiii", body, pos)
+        size, magic, crc, flag, blen = struct.unpack_from(">iiiii", body, pos)
         plen = struct.unpack_from(">h", body, pos + 20 + blen)[0]
         props = body[pos + 22 + blen:pos + 22 + blen + plen].decode()
         pairs = [kv.split("\x01", 1) for kv in props.split("\x02") if kv]
-        out.append({"size": size, "flag": flag, "body": body[pos + 20:pos + 20 + blen],
+        out.append({"size": size, "magic": magic, "crc": crc, "flag": flag, "body": body[pos + 20:pos + 20 + blen],
                     "properties": dict(pairs)})
         pos += size
     return out
@@ -705,7 +705,7 @@ def batch_topics(root) -> list:
 
 def inner_batch_topics(root, config) -> set:
     "Topics of the log's records that carry INNER_BATCH_FLAG (a read-only scan of every segment)."
-    from mqstore.fast.dispatch import scan_decode_segment   # chapter 10: loaded only when needed
+    from mqstore.fast.dispatch import scan_decode_segment   # chapter 10.2: loaded only when needed
     mfq = MappedFileQueue(Path(root) / "commitlog", config.commit_log_file_size)
     found = set()
     try:
@@ -1033,7 +1033,7 @@ class LightQueueCheck:
 
     def window(self, w) -> None:
         "The records of one of verify's windows (chapter 13) that name light queues or are in one."
-        from mqstore.fast.dispatch import property_spans   # chapter 10: loaded only when needed
+        from mqstore.fast.dispatch import property_spans   # chapter 10.2: loaded only when needed
         h, b = w.headers, w.batch
         _, length = property_spans(w.buf, h, (PROPERTY_INNER_MULTI_DISPATCH,))[PROPERTY_INNER_MULTI_DISPATCH]
         own = np.array([is_lmq(t) for t in b.topics], bool)
@@ -1138,7 +1138,7 @@ from .mapped_file_queue import MappedFileQueue
 
 def multi_dispatch_records(root, config):
     "Yield (offset, topic, sys_flag, properties) of every record of the log that carries INNER_MULTI_DISPATCH."
-    from mqstore.fast.records import scan_segment   # chapter 10: loaded only when needed
+    from mqstore.fast.records import scan_segment   # chapter 10.1: loaded only when needed
     from mqstore.fast.dispatch import property_spans
     mfq = MappedFileQueue(Path(root) / "commitlog", config.commit_log_file_size).load(read_only=True)
     try:
@@ -1352,8 +1352,8 @@ from .message import SCHEDULE_TOPIC
 
 def delayed_records(root, config: StoreConfig | None = None) -> int:
     "How many records of the log are in SCHEDULE_TOPIC_XXXX (a read-only scan of their topics)."
-    from mqstore.fast.dispatch import scan_topic_ids   # chapter 10: loaded only when needed
-    from mqstore.fast.records import scan_segment   # chapter 10: loaded only when needed
+    from mqstore.fast.dispatch import scan_topic_ids   # chapter 10.2: loaded only when needed
+    from mqstore.fast.records import scan_segment   # chapter 10.1: loaded only when needed
     n = 0
     for s in store_segments(root, config):
         with mapped_segment(s.path) as buf:

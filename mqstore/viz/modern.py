@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 from ..modern import refusal_reason
 
 VERDICT_COLORS = {"maintained": "#009E73", "refused": "#D55E00", "unknown": "#999999", "folder": "#FFFFFF"}
-# grey means "unknown" in every picture of this chapter; no other picture uses it
+# this grey (#999999) means "unknown" in the store trees; the byte strips' light greys are plain fields
 
 def path_verdicts(root, structures, config=None, action="repair") -> dict:
     """{path: (structure names, verdict)} for every place a structure was found, and the folders above them;
@@ -32,9 +32,14 @@ def path_verdicts(root, structures, config=None, action="repair") -> dict:
     return dict(sorted(rows.items()))
 
 # %% ../../book/14_modern_stores.ipynb #c13a0134
-def draw_store_tree(root, structures, config=None, action="repair", ax=None, title=None):
-    "The store root as an indented tree, each entry coloured by the verdict for `action`, with its structures."
+def draw_store_tree(root, structures, config=None, action="repair", ax=None, title=None, causes=None):
+    """The store root as an indented tree, each entry coloured by the verdict for `action`, with its structures;
+    `causes` {path: why}: places that make a structure refused, drawn as refused rows of their own."""
     rows = path_verdicts(root, structures, config, action)
+    for where, why in (causes or {}).items():
+        rows[where] = ([f"<- {why}"], "refused")
+        rows.update({str(p): ([], "folder") for p in Path(where).parents if str(p) != "." and str(p) not in rows})
+    rows = dict(sorted(rows.items()))
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 0.9))
     for y, (where, (names, verdict)) in enumerate(reversed(rows.items())):
@@ -146,15 +151,15 @@ def draw_inner_batch(raw: bytes, msg, inner: list, axes=None):
     parts.append((at, len(raw) - at, BCQ_COLORS[6], ""))
     _strip(ax, 0, parts, height=0.9, fontsize=9)
     ax.annotate(f"topic and properties ({len(raw) - at} B):\nINNER_NUM={msg.properties['INNER_NUM']}, "
-                f"INNER_BASE={msg.properties['INNER_BASE']}", (at + (len(raw) - at) / 2, 0.9), (len(raw), 1.35),
+                f"INNER_BASE={msg.properties['INNER_BASE']}", (at + (len(raw) - at) / 2, 0.9), (at - 0.02 * len(raw), 1.3),
                 ha="right", fontsize=9, arrowprops=dict(arrowstyle="->", lw=0.8))
     ax.set_xlim(0, len(raw)); ax.set_ylim(-0.1, 2.0); ax.set_yticks([])
     ax.set_xlabel(f"byte of the record at {msg.commit_log_offset} (sysFlag {msg.sys_flag:#x})", fontsize=9)
     m0, blen = inner[0], len(inner[0]["body"])
     plen = m0["size"] - 22 - blen
     packed = [("size", 4), ("magic", 4), ("body CRC", 4), ("flag", 4), ("body len", 4), (f"body ({blen} B)", blen),
-              ("props len", 2), (f"properties ({plen} B):\nKEYS, UNIQ_KEY, TAGS={m0['properties'].get('TAGS')}", plen)]
-    widths = [1.6 if n <= 4 else n / 18 for _, n in packed]          # small fields legible, not to scale
+              ("props len", 2), (f"properties ({plen} B):\nKEYS, UNIQ_KEY,\nTAGS={m0['properties'].get('TAGS')}", plen)]
+    widths = [1.6 if n <= 4 else n / 15 for _, n in packed]          # small fields legible, not to scale
     x, row = 0, []
     for i, ((label, n), w) in enumerate(zip(packed, widths)):
         row.append((x, w, BCQ_COLORS[0] if i in (5, 7) else "#FFFFFF", label.replace(" ", "\n", 1) if n <= 4 else label))
@@ -212,7 +217,8 @@ def draw_offset_map(units, asked: int | None = None, ax=None):
         sep = (": ", ", ") if batch > 1 else ("\n", "\n")
         ax.text(base + batch / 2, 1.32, f"unit {i}{sep[0]}base {base}{sep[1]}batch {batch}", ha="center", va="center", fontsize=8)
         ax.add_patch(Rectangle((base, 0), batch - 0.05, 0.6, fc="white", ec=color, lw=2))
-        ax.text(base + batch / 2, 0.3, f"record @{int(u['offset'])}\n{int(u['size'])} B", ha="center", va="center", fontsize=8)
+        name = "record " if batch > 1 else ""                            # a one-message box has room for less
+        ax.text(base + batch / 2, 0.3, f"{name}@{int(u['offset'])}\n{int(u['size'])} B", ha="center", va="center", fontsize=8)
     if asked is not None:
         ax.annotate(f"asked {asked}", (asked + 0.47, 2.6), (asked + 0.47, 3.1), ha="center", fontsize=9,
                     arrowprops=dict(arrowstyle="->", color="#D55E00"))
@@ -233,13 +239,15 @@ OKABE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC7
 def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
     "One record as a strip of its fields, with the named property pairs (spans: name -> (start, end)) marked."
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 2.4))
+        _, ax = plt.subplots(figsize=(8, 2.4), layout="constrained")
     fields = record_fields(raw)
     for i, (name, pos, size) in enumerate(fields):
         ax.barh(1, size, left=pos, height=0.6, color="#dddddd" if i % 2 else "#bbbbbb", edgecolor="white")
-    big = sorted(fields, key=lambda f: -f[2])[:3]
-    for name, pos, size in big:
-        ax.text(pos + size / 2, 1, name.lower(), ha="center", va="center", fontsize=9)
+    body_at = next(pos for name, pos, _ in fields if name == "BODY")
+    per_char = len(raw) / 90                                  # bytes one character spans at the book's width
+    for name, pos, size in [("header", 0, body_at)] + [(n.lower(), p, s) for n, p, s in fields if p >= body_at]:
+        if size >= per_char * (len(name) + 2):                # a label only where it fits
+            ax.text(pos + size / 2, 1, name, ha="center", va="center", fontsize=9)
     handles = []
     for k, (name, (a, b)) in enumerate(spans.items()):
         c = OKABE[(k * 4 + 1) % len(OKABE)]
@@ -247,10 +255,10 @@ def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
         ax.text(a + (b - a) / 2, -0.25, f"[{a}, {b})", ha="center", va="top", fontsize=8)
         handles.append(Patch(color=c, label=name))
     ax.set_yticks([1, 0.2], ["record fields", "property pairs"], fontsize=9)
-    ax.set_ylim(-0.8, 1.5)
+    ax.set_ylim(-0.5, 1.4)
     ax.set_xlim(0, len(raw))
     ax.set_xlabel("byte position in the record", fontsize=9)
-    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=2, frameon=False)
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
     ax.set_title(title or f"a record of {len(raw)} bytes and its multi-dispatch properties", fontsize=10)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -259,24 +267,23 @@ def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
 # %% ../../book/14_modern_stores.ipynb #6d391550
 from matplotlib.patches import Rectangle
 
-_QUEUE_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")   # no grey: grey means unknown
+_QUEUE_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")   # no grey: the records are grey
 
 def draw_multi_dispatch(messages, queues: dict, ax=None, title=None):
     """Records on top (`messages`: (offset, size) in log order), a row per queue below
-    (`queues`: name -> [(queue offset, physical offset)]), each unit under the record it points at."""
+    (`queues`: name -> [(queue offset, physical offset)]), each unit in the (shaded) column of the record it points at."""
     x_of = {off: x for x, (off, _) in enumerate(messages)}
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 1.4 + 0.6 * len(queues)))
-    top, k = len(queues) + 0.3, len(queues)
+    top = len(queues) + 0.3
     for x, (off, size) in enumerate(messages):
+        ax.add_patch(Rectangle((x + 0.05, 0), 0.9, top, fc="#F4F4F4" if x % 2 == 0 else "white", ec="none", zorder=0))
         ax.add_patch(Rectangle((x + 0.05, top), 0.9, 0.7, fc="#F0F0F0", ec="black", lw=0.6))
         ax.text(x + 0.5, top + 0.35, f"{off} ({size} B)", ha="center", va="center", fontsize=9)
     for row, (name, units) in enumerate(queues.items()):
         y, c = len(queues) - 1 - row, _QUEUE_COLORS[row % len(_QUEUE_COLORS)]
-        dx = 0.2 + 0.6 * row / max(k - 1, 1)                # each queue's connector at its own x
-        for qo, phy in units:
+        for qo, phy in units:                              # a unit sits in the column of its record
             x = x_of[phy]
-            ax.plot([x + dx, x + dx], [top, y + 0.75], color=c, lw=1.5, ls="--")
             ax.add_patch(Rectangle((x + 0.15, y + 0.1), 0.7, 0.65, fc=c, alpha=0.5, ec=c, lw=1.5))
             ax.text(x + 0.5, y + 0.42, f"#{qo}", ha="center", va="center", fontsize=9)
     ax.set_xlim(0, len(messages))
@@ -309,9 +316,9 @@ def draw_schedule_units(rows, ax=None):
             for i in range(at, at + n):
                 ax.add_patch(plt.Rectangle((i, -y - 0.4), 1, 0.8, facecolor=OKABE_ITO[k], edgecolor="white"))
                 ax.text(i + 0.5, -y, f"{unit[i]:02x}", ha="center", va="center", fontsize=8, family="monospace")
-        ax.text(-0.3, -y, label, ha="right", va="center", fontsize=9)
+        ax.text(-0.3, -y, label, ha="right", va="center", fontsize=8)
         ax.text(20.3, -y, caption, ha="left", va="center", fontsize=9)
-    ax.set_xlim(-6, 31)
+    ax.set_xlim(-7.5, 29.5)
     ax.set_ylim(-len(rows) + 0.4, 0.9)
     ax.set_xticks(range(0, 21, 4))
     ax.set_xlabel("byte of the 20-byte consume-queue unit")
