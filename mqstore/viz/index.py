@@ -70,8 +70,13 @@ def draw_slot_heatmap(f, ax=None, title=None):
     grid = np.full(side * side, np.nan); grid[:f.slot_num] = counts
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 5.5))
-    im = ax.imshow(grid.reshape(side, side), cmap="viridis", interpolation="nearest")
-    cb = plt.colorbar(im, ax=ax)
+    cmap = plt.get_cmap("viridis").copy()
+    cmap.set_under("white")                              # empty slots: white, and crossed below
+    im = ax.imshow(grid.reshape(side, side), cmap=cmap, vmin=0.5, interpolation="nearest")
+    cb = plt.colorbar(im, ax=ax, extend="min")
+    ys, xs = np.divmod(np.flatnonzero(grid == 0), side)
+    ax.plot(xs, ys, "x", color="#D55E00", ms=6, mew=1.5, ls="none", label="empty slot")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.25, 1.0), fontsize=8, frameon=False)
     cb.set_label("entries in the slot's chain", fontsize=9)
     cb.ax.tick_params(labelsize=8)
     step = max(1, side // 4)
@@ -115,7 +120,7 @@ def animate_chain(f, key: str, hash_fn, shown: int = 40, interval: int = 900):
     h = hash_fn(key)
     chain, slot = chain_of(f, h), h % f.slot_num
     shown = min(shown, f.index_count)
-    fig, ax = plt.subplots(figsize=(9, 2.8), dpi=72)
+    fig, ax = plt.subplots(figsize=(7.2, 2.6), dpi=100)
     ax.set_xlim(-3, shown + 1); ax.set_ylim(-2.2, 2.7); ax.axis("off")
     cells = {n: ax.add_patch(Rectangle((n, 0), 0.9, 0.9, fc="#eeeeee", ec="#999999")) for n in range(1, shown)}
     ax.text(0.6, 0.45, "entries", va="center", ha="right", fontsize=9)
