@@ -52,7 +52,7 @@ def _pick(ax, mf, at: int, length: int, title: str):
 
 def draw_offsets(log, cq, queue_offset: int, unit_size: int = 20):
     "A queue offset's unit in `cq` (top), and the record of `log` its physical offset points to."
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8.5, 4.8))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.2, 4.8))
     byte = queue_offset * unit_size
     cf = cq.find_by_offset(byte)
     unit = cf.read(byte - cf.file_from_offset, unit_size)
@@ -78,7 +78,7 @@ LEGEND = {"flushed": "flushed", "written": "written, not flushed", "stale": "pas
 def draw_queue(q, ax=None, title=None, marks=None):
     "Draw a MappedFileQueue's segments end to end with their positions; `marks` = {label: offset}."
     if ax is None:
-        _, ax = plt.subplots(figsize=(8.5, 2.4))
+        _, ax = plt.subplots(figsize=(7.2, 2.8), layout="constrained")
     kinds = draw_segments(ax, q, q.flushed_where, label="offset in the stream (bytes)")
     for mf in q.files:
         ax.text(mf.file_from_offset + q.file_size * 0.02, 1.08, f"wrote {mf.wrote_position}",
@@ -91,7 +91,7 @@ def draw_queue(q, ax=None, title=None, marks=None):
         ax.text(off, 1.35, f" {label} {off:,}", color=MARK, fontsize=9, clip_on=True)
     if marks:
         handles.append(plt.Line2D([], [], color=MARK, ls="--", label="marked offset"))
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.4), ncol=3, frameon=False)
     ax.set_title(title or f"{len(q.files)} segments of {q.file_size:,} bytes", fontsize=10)
     return ax
 
