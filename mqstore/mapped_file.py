@@ -99,7 +99,7 @@ class MappedFile:
 
     @property
     def file_from_offset(self) -> int:
-        "The global offset of the file's first byte: its name, parsed once (dispatch asks often)."
+        "The global offset of the file's first byte: its name, parsed once (asked for every record read)."
         if self._from_offset is None:
             self._from_offset = name_to_offset(self.name)
         return self._from_offset
@@ -178,12 +178,14 @@ class MappedFile:
 
     def set_positions(self, pos: int) -> None:
         "Set wrote, committed and flushed to `pos` (used by load and recovery)."
+        self._check_open()
         if not 0 <= pos <= self.file_size:
             raise OffsetOutOfRangeError(f"{self.name}: position {pos} outside [0, {self.file_size}]")
         self.wrote_position = self.committed_position = self.flushed_position = pos
 
     def commit(self, least_pages: int = 0) -> int:
         "Hand written bytes to the file; return the committed position (a no-op: the map is the file)."
+        self._check_open()
         return self.committed_position
 
     def seal(self, data=b"") -> int:

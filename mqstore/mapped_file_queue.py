@@ -293,6 +293,7 @@ class AllocateService:
         self._stopping = False
         self._thread = None
         self.hits = self.misses = 0
+        self.waits = 0                      # hits that found their file still being prepared
 
     def _prepare(self, folder, offset, size, warm=True) -> MappedFile:
         mf = MappedFile.create(folder, offset, size)
@@ -336,6 +337,8 @@ class AllocateService:
             if self._stopping:
                 raise StoreClosedError("the allocate service is shut down")
             pending = path in self._asked
+            if pending and path not in self._ready:
+                self.waits += 1             # the thread is still at it: wait for it (RocketMQ waits too)
             while pending and path not in self._ready:
                 self._cond.wait()
             result = self._ready.pop(path, None)

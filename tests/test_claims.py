@@ -102,8 +102,7 @@ def _load(chapter):
 
 
 # chapters whose prose still quotes measured figures by hand (issue 28); strict: a fixed chapter must leave the list
-PENDING = {"01_mapped_file",
-           "11_performance", "12_spark_pipeline", "13_real_stores"}
+PENDING = {"11_performance", "12_spark_pipeline", "13_real_stores"}
 
 
 @pytest.mark.parametrize("chapter", [pytest.param(c, marks=pytest.mark.xfail(strict=True)) if c in PENDING else c

@@ -105,6 +105,22 @@ def test_closed_file_refuses(tmp_path):
     mf.close()  # idempotent
 
 
+def test_closed_file_refuses_every_operation(tmp_path):
+    "A closed file refuses reads, writes and position changes alike (commit and set_positions included)."
+    from mqstore.mapped_file import TransientMappedFile
+    for cls in (MappedFile, TransientMappedFile):
+        mf = cls.create(tmp_path / cls.__name__, 0, 4096)
+        mf.append(b"abc")
+        mf.commit(0)
+        mf.close()
+        for op in (lambda: mf.append(b"x"), lambda: mf.read(0, 1), lambda: mf.view(), lambda: mf.write_at(0, b"x"),
+                   lambda: mf.flush(0), lambda: mf.force(), lambda: mf.commit(0), lambda: mf.set_positions(0),
+                   lambda: mf.seal(), lambda: mf.warm()):
+            with pytest.raises(StoreClosedError):
+                op()
+        assert mf.wrote_position == mf.committed_position == 3
+
+
 def test_warm_keeps_data_and_destroy_deletes(tmp_path):
     mf = MappedFile.create(tmp_path, 0, 4 * OS_PAGE_SIZE)
     mf.append(b"data")

@@ -329,3 +329,31 @@ def test_warm_pages_on_a_file_found_on_disk_writes_nothing(tmp_path):
     warm_pages(again)
     again.close()
     assert folder_state(tmp_path) == before
+
+
+def test_allocate_service_counts_hits_misses_and_waits(tmp_path):
+    "The first get is a miss; later ones are hits; a hit whose file is still being prepared counts as a wait."
+    import threading
+    from mqstore.mapped_file_queue import AllocateService
+    alloc = AllocateService(warm=False)
+    gate = threading.Event()
+    prepare = alloc._prepare
+    def slow_in_the_thread(folder, offset, size, warm=True):   # the thread calls with warm=True
+        if warm:
+            gate.wait(5)
+        return prepare(folder, offset, size, warm)
+    alloc._prepare = slow_in_the_thread
+    try:
+        first = alloc.get(tmp_path, 0, 4096)          # a miss: created on the spot, and 4096 requested
+        threading.Timer(0.2, gate.set).start()
+        second = alloc.get(tmp_path, 4096, 4096)      # asked for by the first get: a hit, and the thread
+        assert (alloc.misses, alloc.hits) == (1, 1)   # had just started, so it waited
+        assert alloc.waits == 1 and second.file_from_offset == 4096
+        assert alloc.wait_idle()
+        third = alloc.get(tmp_path, 8192, 4096)       # prepared while we looked: a hit without a wait
+        assert (alloc.hits, alloc.waits) == (2, 1)
+        for f in (first, second, third):
+            f.close()
+    finally:
+        gate.set()
+        alloc.shutdown()

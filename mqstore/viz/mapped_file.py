@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['COLORS', 'HATCHES', 'LABELS', 'POSITION_STYLE', 'draw_segment_names', 'draw_mapped_file', 'draw_pages', 'snapshot',
-           'draw_positions']
+           'no_op_steps', 'draw_positions']
 
 # %% ../../book/01_mapped_file.ipynb #5ca2e6cd
 import matplotlib.pyplot as plt
@@ -26,22 +26,23 @@ def draw_segment_names(files, offsets=(), ax=None, title=None):
     "Draw MappedFiles as the consecutive segments of one log, named by offset; look `offsets` up."
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 3.2))
-    kib, end = 1024, max(f.file_from_offset + f.file_size for f in files)
+    end = max(f.file_from_offset + f.file_size for f in files)
     for f in files:
         a = f.file_from_offset
         ax.add_patch(Rectangle((a, 0), f.file_size, 1, facecolor=COLORS["free"], edgecolor="black"))
         ax.add_patch(Rectangle((a, 0), f.wrote_position, 1, facecolor="#56B4E9", edgecolor="black"))
-        ax.text(a + f.file_size / 2, -0.12, f.name, ha="center", va="top", fontsize=8, family="monospace")
+        ax.plot([a, a], [0, -0.32], color="black", lw=1)
+        ax.text(a + end * 0.004, -0.12, f.name, ha="left", va="top", fontsize=8, family="monospace")
     for o in offsets:
         f = max((f for f in files if f.file_from_offset <= o), key=lambda f: f.file_from_offset)
         ax.annotate(f"offset {o:,}\n= file {f.file_from_offset:,} + {o - f.file_from_offset:,}", (o, 1), (o, 1.55),
                     ha="center", va="bottom", fontsize=9, arrowprops=dict(arrowstyle="->", lw=1.2))
     ticks = [f.file_from_offset for f in files] + [end]
-    ax.set_xticks(ticks, [f"{t // kib}" for t in ticks], fontsize=9)
+    ax.set_xticks(ticks, [f"{t:,}" for t in ticks], fontsize=9)
     ax.set_xlim(-end * 0.01, end * 1.01)
     ax.set_ylim(-0.6, 2.4)
     ax.set_yticks([])
-    ax.set_xlabel("global offset in the log, KiB (file names below the bar)", fontsize=9)
+    ax.set_xlabel("global offset in the log, bytes (each file's name starts at its left edge)", fontsize=9)
     ax.set_title(title or f"{len(files)} segments of one log", fontsize=10)
     ax.legend(handles=[Patch(facecolor="#56B4E9", edgecolor="black", label="written"),
                        Patch(facecolor=COLORS["free"], edgecolor="black", label="free")],
@@ -116,6 +117,8 @@ def draw_pages(mf, ax=None, title=None, per_row: int = 16):
     return ax
 
 # %% ../../book/01_mapped_file.ipynb #f4cbc2b7
+from matplotlib.transforms import offset_copy
+
 POSITION_STYLE = {"wrote": ("#CC79A7", "-", "o", 4), "committed": ("#E69F00", "--", "s", 2.5),
                   "flushed": ("#0072B2", ":", "^", 2.5)}
 
@@ -123,22 +126,34 @@ def snapshot(mf, label: str) -> tuple:
     "The positions of `mf` now, with a label for the step that led here."
     return (label, mf.wrote_position, mf.committed_position, mf.flushed_position)
 
+def no_op_steps(history) -> list:
+    "Indexes of the commit / flush steps after which no position moved."
+    return [i for i in range(1, len(history)) if history[i][0] not in ("append", "created")
+            and history[i][1:] == history[i - 1][1:]]
+
 def draw_positions(history, ax=None, title=None):
-    "Draw wrote / committed / flushed over a list of `snapshot`s."
+    "Draw wrote / committed / flushed over a list of `snapshot`s; shade the steps that changed nothing."
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 4.2))
+        _, ax = plt.subplots(figsize=(8, 4.4), layout="constrained")
     xs = range(len(history))
     top = max(max(h[1:]) for h in history)
     for p in range(0, top + OS_PAGE, OS_PAGE):
         ax.axhline(p / 1024, color="#BBBBBB", lw=0.6, zorder=0)
+    for i in no_op_steps(history):
+        ax.axvspan(i - 0.35, i + 0.35, color="#DDDDDD", zorder=0)
     for i, name in enumerate(("wrote", "committed", "flushed")):
         color, ls, marker, lw = POSITION_STYLE[name]
+        nudge = offset_copy(ax.transData, fig=ax.figure, y=3 * (1 - i), units="points")
         ax.plot(xs, [h[1 + i] / 1024 for h in history], ls, color=color, marker=marker, lw=lw,
-                ms=7 - 1.5 * i, label=f"{name} position", drawstyle="steps-post")
+                ms=7 - 1.5 * i, label=f"{name} position", drawstyle="steps-post", transform=nudge)
     ax.set_xticks(list(xs), [h[0] for h in history], rotation=25, ha="right", fontsize=9)
+    ax.set_xlim(-0.5, len(history) - 0.5)
     ax.tick_params(axis="y", labelsize=9)
     ax.set_ylabel("position in the file, KiB\n(grey lines: 4 KiB pages)", fontsize=9)
-    ax.set_xlabel("step", fontsize=9)
+    ax.set_xlabel("step (lines nudged 3 pt apart where positions are equal)", fontsize=9)
     ax.set_title(title or "positions after each step", fontsize=10)
-    ax.legend(fontsize=9, loc="upper left")
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(Patch(facecolor="#DDDDDD", label="a call that moved nothing"))
+    ax.legend(handles=handles, fontsize=9, loc="upper left", framealpha=1)
     return ax
+
