@@ -33,22 +33,28 @@ def draw_log_strip(rows: dict, ends: dict | None = None, ax=None, title=None):
     return ax
 
 # %% ../../book/13_real_stores.ipynb #ec49a008
-MEMORY_COLORS = ["#D55E00", "#E69F00", "#0072B2", "#56B4E9"]
+MEMORY_COLORS = {"check_store": "#D55E00", "scrub_store": "#0072B2"}
 
-def draw_memory_walk(walks: dict, ax=None, title=None):
-    "One line per {label: [(log offset, bytes in use)]}: memory held as a check walks the log."
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9, 3.4))
-    for i, (label, points) in enumerate(walks.items()):
-        xs = [o / 2**20 for o, _ in points]
-        ax.plot(xs, [m / 2**20 for _, m in points], label=label, color=MEMORY_COLORS[i % 4], lw=2,
-                ls="-" if i % 2 else "--")
-    ax.set_xlabel("position in the commit log (MiB)", fontsize=9)
-    ax.set_ylabel("Python memory in use (MiB)", fontsize=9)
-    ax.tick_params(labelsize=9)
-    ax.legend(fontsize=9, frameon=False)
-    ax.set_title(title or "memory held while checking", fontsize=10)
-    return ax
+def draw_memory_walk(walks: dict, axes=None, title=None):
+    "{'check, store': [(log offset, bytes in use)]}: one panel per store, one line per check."
+    stores = list(dict.fromkeys(label.rpartition(", ")[2] for label in walks))
+    if axes is None:
+        fig, axes = plt.subplots(1, len(stores), figsize=(9, 3.4), sharey=True, layout="constrained", squeeze=False)
+        axes = axes[0]
+    for ax, store in zip(axes, stores):
+        for label, points in walks.items():
+            check, _, name = label.rpartition(", ")
+            if name == store:
+                ax.plot([o / 2**20 for o, _ in points], [m / 2**20 for _, m in points], label=check, lw=2,
+                        color=MEMORY_COLORS.get(check, "#000000"), ls="-" if check == "scrub_store" else "--")
+        ax.set_title(f"store {store}", fontsize=9)
+        ax.set_xlabel("position in the commit log (MiB)", fontsize=9)
+        ax.tick_params(labelsize=9)
+    axes[0].set_ylabel("Python memory in use (MiB)", fontsize=9)
+    axes[0].legend(fontsize=9, frameon=False, loc="upper left")
+    axes[0].figure.suptitle(title or "memory held while checking", fontsize=10)
+    return axes
+
 
 # %% ../../book/13_real_stores.ipynb #69645ffc
 QUEUE_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]

@@ -45,7 +45,8 @@ def draw_sizes(sizes, ax=None, bins=40, title="record sizes (TOTALSIZE), by topi
     ax.hist([sizes.loc[sizes["topic"] == t, "total_size"] for t in groups], bins=edges, stacked=True,
             color=[TOPIC_COLORS[i % len(TOPIC_COLORS)] for i in range(len(groups))], label=groups)
     ax.set_xlabel("bytes per record", fontsize=9)
-    ax.set_ylabel("records", fontsize=9)
+    ax.set_yscale("log")
+    ax.set_ylabel("records (log scale)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, frameon=False)
