@@ -174,7 +174,7 @@ def abnormal_start(commit_log, min_timestamp: int, check_crc: bool = True, obser
         start = segment_index(max(not_after, files[0].file_from_offset), files[0].file_from_offset,
                               commit_log.mfq.file_size, len(files))
         if observer is not None:
-            observer(SegmentChosen(files[start].name, start, "moved back to rebuild dropped index files"))
+            observer(SegmentChosen(files[start].name, start, f"moved back: the replay must start by {not_after:,}"))
     return start
 
 

@@ -163,7 +163,7 @@ def _draw_segments(ax, sc, st, y, start):
             ax.plot([x0 + size * 1.06], [r], marker="$\\checkmark$" if st["checked"][i] else "X", ms=10,
                     color=CHOSEN if st["checked"][i] else BAD, ls="none")
     for off, sz, _ in sc.before["records"]:
-        ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fill=False, ec="#888888", lw=0.3))
+        ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fill=False, ec="#555555", lw=0.6))
     for off, sz in st["walked"]:
         ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fc=WALKED, ec="white", lw=0.3))
     cut = st["cut"]
@@ -180,13 +180,14 @@ def _draw_segments(ax, sc, st, y, start):
 
 # %% ../../book/07_recovery.ipynb #fc1e60af
 def _draw_units(ax, row, old, new, reached, gone_from=None):
-    "What was on disk (a stroke in the upper half of the row), what the replay wrote (a plus in the lower)."
+    "Strokes for what was on disk (upper half of the row), pluses for what the replay wrote (lower); their counts."
     old, new = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
     gone = np.zeros(len(old), bool) if gone_from is None else old >= gone_from
     ax.plot(old[~gone], np.full((~gone).sum(), row + 0.17), "|", color=KEPT, ms=8, mew=1.2, ls="none")
     ax.plot(old[gone], np.full(gone.sum(), row + 0.17), "|", color=DROPPED, ms=8, mew=1.5, ls="none")
     fresh = written_by_replay(old[~gone], new, reached)
     ax.plot(fresh, np.full(len(fresh), row - 0.2), "+", color=REDISPATCHED, ms=7, mew=1.8, ls="none")
+    return int(gone.sum()), len(fresh)
 
 def written_by_replay(kept, new, reached):
     "The units or entries after recovery, up to `reached`, that were not on disk (kept) before: the replay wrote them."
@@ -217,13 +218,18 @@ def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = Tru
     ax.clear()
     _draw_segments(ax, sc, st, y, start)
     reached = max([o + s for o, s in st["walked"]], default=-1)
-    for q in queues:
-        _draw_units(ax, y[q], sc.before["queues"].get(q, []), sc.after["queues"].get(q, []), reached, st["cq_cut"])
+    counts = {q: _draw_units(ax, y[q], sc.before["queues"].get(q, []), sc.after["queues"].get(q, []), reached,
+                             st["cq_cut"]) for q in queues}
     if "index" in y:
-        _draw_units(ax, y["index"], sc.before["index"], sc.after["index"], reached, st["dropped"])
+        counts["index"] = _draw_units(ax, y["index"], sc.before["index"], sc.after["index"], reached, st["dropped"])
     size, base = start.file_size, start.first_offset
     ticks = [base + i * size for i in range(start.segments + 1)]
-    ax.set_xlim(base, ticks[-1] + size * 0.14); ax.set_ylim(-0.7, len(y) - 0.3)    # room for the marks
+    for q, (gone, fresh) in counts.items():          # the strokes and pluses counted, right of the rows
+        for n, dy, colour, text in ((gone, 0.17, DROPPED, f"{gone}"), (fresh, -0.2, REDISPATCHED, f"+{fresh}")):
+            if n:
+                ax.text(ticks[-1] + size * 0.03, y[q] + dy, text, color=colour, fontsize=8, va="center",
+                        fontweight="bold")
+    ax.set_xlim(base, ticks[-1] + size * 0.22); ax.set_ylim(-0.7, len(y) - 0.3)    # room for the marks
     ax.set_yticks(list(y.values()), list(y), fontsize=8)
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks], fontsize=8)
     ax.set_xlabel("commit-log offset (bytes)", fontsize=8)
@@ -282,14 +288,14 @@ def filmstrip_steps(events) -> list:
              walk[len(walk) // 2] if walk else 1, (kinds(WalkStopped) or [len(events)])[-1], len(events)]
     return picks
 
-def draw_filmstrip(sc, figsize=(9, 11)):
-    "The six `filmstrip_steps` of a scenario in a 3 x 2 grid, one legend."
-    fig, axes = plt.subplots(3, 2, figsize=figsize)
+def draw_filmstrip(sc, figsize=(9, 17)):
+    "The six `filmstrip_steps` of a scenario, one under the other at full width, one legend."
+    fig, axes = plt.subplots(6, 1, figsize=figsize)
     for k, (ax, upto) in enumerate(zip(axes.flat, filmstrip_steps(sc.events))):
         draw_recovery_step(ax, sc, upto, legend=False, title=False)
         ax.set_title(f"{k + 1}. " + _state(sc, upto)["title"], fontsize=8, loc="left")
     fig.legend(handles=recovery_legend(), fontsize=8, ncol=4, loc="lower center", frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.045, 1, 1))
     return fig
 
 # %% ../../book/07_recovery.ipynb #73e02a17
