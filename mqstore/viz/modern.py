@@ -173,6 +173,7 @@ def draw_inner_batch(raw: bytes, msg, inner: list, axes=None):
 # %% ../../book/14_modern_stores.ipynb #eeec5775
 _BCQ_FIELDS = [("offset", 8), ("size", 4), ("tags code", 8), ("store time", 8), ("base", 8), ("batch", 2),
                ("compacted", 4), ("reserved", 4)]
+_BCQ_FIELD_COLORS = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#BBBBBB", "#CC79A7", "#FFFFFF"]  # batch: grey, not near offset's orange
 
 def draw_batch_units(raw: bytes, ax=None):
     "Each 46-byte unit as a row of its eight fields (width = bytes), the value and the hex bytes in each."
@@ -185,18 +186,18 @@ def draw_batch_units(raw: bytes, ax=None):
             value = int.from_bytes(unit[x:x + size], "big", signed=True)
             hexed = unit[x:x + size].hex()
             hexed = hexed if size <= 2 else "…" + hexed[-4:] if hexed.strip("0") else "0…0"   # the low bytes, legible
-            ax.add_patch(Rectangle((x, y), size, 0.8, fc=BCQ_COLORS[i], ec="black", lw=0.6, alpha=0.85))
+            ax.add_patch(Rectangle((x, y), size, 0.8, fc=_BCQ_FIELD_COLORS[i], ec="black", lw=0.6, alpha=0.85))
             big = size == 8 and len(str(value)) > 10                   # a store time: two lines
             shown = f"{str(value)[:-6]}\n{str(value)[-6:]}" if big else f"{value}"
             ax.text(x + size / 2, y + 0.55, shown, ha="center", va="center", fontsize=9, fontweight="bold")
-            ax.text(x + size / 2, y + 0.2, hexed, ha="center", va="center", fontsize=9, family="monospace")
+            ax.text(x + size / 2, y + 0.2, hexed, ha="center", va="center", fontsize=9 if size > 2 else 7, family="monospace")
             x += size
     ax.set_xlim(0, 46)
     ax.set_ylim(-0.1, n)
     ax.set_xticks(np.cumsum([0] + [s for _, s in _BCQ_FIELDS]))
     ax.set_yticks([n - 1 - r + 0.4 for r in range(n)], [f"unit {r}\n@ byte {r * 46}" for r in range(n)], fontsize=9)
     ax.set_xlabel("byte within the 46-byte unit", fontsize=9)
-    ax.legend(handles=[Patch(fc=BCQ_COLORS[i], ec="black", lw=0.6, label=f"{name} ({size})") for i, (name, size) in enumerate(_BCQ_FIELDS)],
+    ax.legend(handles=[Patch(fc=_BCQ_FIELD_COLORS[i], ec="black", lw=0.6, label=f"{name} ({size})") for i, (name, size) in enumerate(_BCQ_FIELDS)],
               ncol=4, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25 if n < 4 else -0.14), frameon=False)
     ax.set_title("Batch consume-queue units, read from the live file", fontsize=10)
     return ax.figure
@@ -307,27 +308,29 @@ OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "
 _UNIT_FIELDS = (("physical offset", 0, 8), ("size", 8, 4), ("tags code", 12, 8))
 
 def draw_schedule_units(rows, ax=None):
-    """Each row (label, 20 unit bytes, caption): the unit's bytes coloured by field, the tags code's
-    value and what it means written beside. Returns the figure."""
+    """Each row (label, 20 unit bytes, caption): the unit's bytes coloured by field, with the row's label
+    above it on the left and the caption (the tags code's value and meaning) on the right. Returns the figure."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 1.2 + 0.9 * len(rows)))
-    for y, (label, unit, caption) in enumerate(rows):
+        _, ax = plt.subplots(figsize=(8, 0.9 + 1.1 * len(rows)))
+    for k_row, (label, unit, caption) in enumerate(rows):
+        y = -1.6 * k_row
         for k, (name, at, n) in enumerate(_UNIT_FIELDS):
             for i in range(at, at + n):
-                ax.add_patch(plt.Rectangle((i, -y - 0.4), 1, 0.8, facecolor=OKABE_ITO[k], edgecolor="white"))
-                ax.text(i + 0.5, -y, f"{unit[i]:02x}", ha="center", va="center", fontsize=8, family="monospace")
-        ax.text(-0.3, -y, label, ha="right", va="center", fontsize=8)
-        ax.text(20.3, -y, caption, ha="left", va="center", fontsize=9)
-    ax.set_xlim(-7.5, 29.5)
-    ax.set_ylim(-len(rows) + 0.4, 0.9)
+                ax.add_patch(plt.Rectangle((i, y - 0.4), 1, 0.8, facecolor=OKABE_ITO[k], edgecolor="white"))
+                ax.text(i + 0.5, y, f"{unit[i]:02x}", ha="center", va="center", fontsize=9, family="monospace")
+        ax.text(0, y + 0.5, label, ha="left", va="bottom", fontsize=9, fontweight="bold")
+        ax.text(20, y + 0.5, caption, ha="right", va="bottom", fontsize=9)
+    ax.set_xlim(-0.2, 20.2)
+    ax.set_ylim(-1.6 * (len(rows) - 1) - 0.6, 1.1)
     ax.set_xticks(range(0, 21, 4))
     ax.set_xlabel("byte of the 20-byte consume-queue unit")
     ax.set_yticks([])
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     ax.legend(handles=[Patch(color=OKABE_ITO[k], label=f"{name} ({n} bytes)") for k, (name, _, n) in enumerate(_UNIT_FIELDS)],
-              loc="upper center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.45, 1.12))
+              loc="upper center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.3))
     return ax.figure
+
 
 # %% ../../book/14_modern_stores.ipynb #679abeb2
 from matplotlib.patches import FancyArrowPatch
