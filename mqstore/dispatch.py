@@ -186,6 +186,6 @@ class ReputService:
             self._thread = None
 
     def shutdown(self) -> None:
-        "Stop the thread after one last pass (the clean shutdown)."
+        "Stop the thread, then do one last pass in the caller's thread (the clean shutdown)."
         self.stop()
         self.dispatch_until()
