@@ -66,7 +66,7 @@ def plot_acknowledged(trials, ax=None):
     ax.set_xlabel("trial number (per mode, as in trial_table)", fontsize=9); ax.set_ylabel("messages", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title("every acknowledged message comes back", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     return ax
 
 # %% ../../book/08_crash_lab.ipynb #7fb4fc6a
@@ -78,7 +78,7 @@ def plot_kill_points(trials, ax=None):
         y = t.number + (0.2 if t.mode == "power" else -0.2)
         ax.plot(t.kill_after_s * 1000, y, MODE_MARKERS.get(t.mode, "o"), color=PHASE_COLORS.get(t.phase, "k"), ms=6)
     for phase, c in PHASE_COLORS.items():
-        ax.plot([], [], "o", color=c, label=f"kill while {phase}")
+        ax.plot([], [], "o", color=c, label="closed, not killed" if phase == "closed" else f"kill while {phase}")
     for mode, marker in MODE_MARKERS.items():
         ax.plot([], [], marker, color="#999999", label="SIGKILL" if mode == "kill" else "power cut")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -97,9 +97,10 @@ def plot_recovery_cost(trials, ax=None, extra=()):
     ax = ax or plt.subplots(figsize=(8, 3.5))[1]
     for mode, c in RECOVERY_COLORS.items():
         pts = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in trials if t.recovery == mode]
-        if pts:
-            ax.plot(*zip(*pts), RECOVERY_MARKERS[mode], color=c, ms=7 if mode == "normal" else 5, mec="black",
-                    mew=0.5, alpha=0.9, zorder=3 if mode == "normal" else 2, label=f"{mode} recovery")
+        if pts:                          # normal: large hollow triangles on top, seen through the others at 0
+            style = (dict(ms=11, mfc="none", mec=c, mew=2, zorder=4) if mode == "normal" else
+                     dict(ms=5, color=c, mec="black", mew=0.5, alpha=0.8, zorder=2))
+            ax.plot(*zip(*pts), RECOVERY_MARKERS[mode], ls="none", label=f"{mode} recovery ({len(pts)})", **style)
     for label, replay, secs in extra:
         ax.plot(replay / 1024, secs * 1000, "*", color="#D55E00", ms=13, label=label)
     ax.set_xlabel("replayed (KiB of commit log)", fontsize=9); ax.set_ylabel("recovery (ms)", fontsize=9)
