@@ -258,7 +258,7 @@ def warm_pages(mf: MappedFile, chunk: int = 1 << 20, should_stop=None) -> None:
     """Fault in every page after the wrote position, `chunk` bytes at a time (RocketMQ's warmMappedFile).
 
     Uses madvise(MADV_POPULATE_WRITE) where the kernel has it, else writes zeros through the
-    map; between chunks the thread lets others run, so a writer is never held up for long.
+    map; between chunks the thread lets other threads run (`time.sleep(0)`).
     Only a file `MappedFile.create` made is written: one found on disk holds data past its
     wrote position, and is only read in (`MappedFile.warm`)."""
     if not mf.created:
