@@ -56,7 +56,7 @@ def _map(path: Path, file_size: int, writable: bool = True):
     return f, mm
 
 # %% ../book/01_mapped_file.ipynb #95173705
-from .errors import StoreClosedError
+from .errors import StoreClosedError, StoreStateError
 
 class MappedFile:
     "A pre-allocated, memory-mapped file of fixed size (RocketMQ's `MappedFile`)."
@@ -76,6 +76,11 @@ class MappedFile:
     def _check_open(self):
         if self._mm is None:
             raise StoreClosedError(f"{self.path} is closed")
+
+    def _check_writable(self):
+        self._check_open()
+        if not self.writable:
+            raise StoreStateError(f"{self.path} is mapped read-only")
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.name}, size={self.file_size}, wrote={self.wrote_position}, "
@@ -113,7 +118,7 @@ class MappedFile:
 
     def append(self, data) -> int:
         "Copy `data` in at the wrote position; return the position it starts at."
-        self._check_open()
+        self._check_writable()
         n = len(data)
         pos = self.wrote_position
         if n > self.file_size - pos:
@@ -121,7 +126,7 @@ class MappedFile:
                 f"{self.name}: {n} bytes do not fit in the {self.file_size - pos} left")
         self._mm[pos:pos + n] = data
         self.wrote_position = pos + n
-        self.committed_position = self.wrote_position  # no transient pool: the map is the file
+        self.committed_position = self.wrote_position  # no write buffer: the map is the file
         return pos
 
     @property
@@ -145,7 +150,7 @@ class MappedFile:
 
     def write_at(self, pos: int, data) -> None:
         "Overwrite bytes already written (used for in-place updates such as index slots)."
-        self._check_open()
+        self._check_writable()
         if pos < 0 or pos + len(data) > self.file_size:
             raise OffsetOutOfRangeError(f"{self.name}: [{pos}, {pos + len(data)}) is outside the file")
         self._mm[pos:pos + len(data)] = data
@@ -166,6 +171,8 @@ class MappedFile:
     def force(self) -> None:
         "msync the whole file, whatever the positions say (after in-place rewrites)."
         self._check_open()
+        if not self.writable:
+            return                       # a read-only map has nothing to force
         force_range(self._mm, 0, self.file_size)
         announce_flush(self.path, 0, self.file_size)
 
@@ -205,6 +212,7 @@ class MappedFile:
                 self._mm[p] = 0          # our own pre-allocated file: nothing lives past the wrote position
             else:
                 self._mm[p]              # a file found on disk: read the page in, change nothing
+        # madvise(2) MADV_WILLNEED: a hint that the pages will be needed soon, so the kernel reads them in
         if hasattr(self._mm, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
             self._mm.madvise(mmap.MADV_WILLNEED)
 
@@ -270,7 +278,7 @@ class TransientMappedFile(MappedFile):
 
     def append(self, data) -> int:
         "Copy `data` into the write buffer; it reaches the file at the next `commit`."
-        self._check_open()
+        self._check_writable()
         n, pos = len(data), self.wrote_position
         if n > self.file_size - pos:
             raise SegmentFullError(

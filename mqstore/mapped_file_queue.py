@@ -233,8 +233,7 @@ def scan_segment_folder(folder, file_size: int):
 # %% ../book/02_mapped_file_queue.ipynb #f5db04e5
 def zero_tail(mf: MappedFile, pos: int, chunk: int = 4 << 20) -> None:
     """Zero [pos, end of file) of a mapped file and force it to disk. Only the part up to the last
-    chunk that holds a byte other than zero is written: a clean tail costs a read and a flush of
-    nothing, not a segment of zeros written."""
+    chunk that holds a byte other than zero is written: a tail of zeros is read, not written."""
     import numpy as np
     end = mf.file_size
     while end > pos:                                 # from the end: where does the last data sit?
@@ -259,7 +258,7 @@ def warm_pages(mf: MappedFile, chunk: int = 1 << 20, should_stop=None) -> None:
     """Fault in every page after the wrote position, `chunk` bytes at a time (RocketMQ's warmMappedFile).
 
     Uses madvise(MADV_POPULATE_WRITE) where the kernel has it, else writes zeros through the
-    map; between chunks the thread lets others run, so a writer is never held up for long.
+    map; between chunks the thread lets other threads run (`time.sleep(0)`).
     Only a file `MappedFile.create` made is written: one found on disk holds data past its
     wrote position, and is only read in (`MappedFile.warm`)."""
     if not mf.created:

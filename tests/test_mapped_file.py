@@ -205,3 +205,30 @@ def test_warm_on_a_read_only_map_reads_only(tmp_path):
     ro.warm()
     ro.close()
     assert (tmp_path / offset_to_name(0)).read_bytes() == b"\x07" * size
+
+
+def test_read_only_map_forces_nothing_and_refuses_writes(tmp_path):
+    """Issue 28: force() on a read-only map raised TypeError (from ctypes); now flush and force do nothing and
+    every write is refused with StoreStateError, which names the file."""
+    from mqstore.errors import StoreStateError
+    from mqstore.mapped_file import TransientMappedFile, FLUSH_LISTENERS
+    size = 8192
+    mf = MappedFile.create(tmp_path, 0, size)
+    mf.append(b"\x07" * size); mf.flush(); mf.close()
+    path = tmp_path / offset_to_name(0)
+    forced = []
+    FLUSH_LISTENERS.append(lambda p, start, length: forced.append((p, start, length)))
+    try:
+        for cls in (MappedFile, TransientMappedFile):
+            ro = cls(path, size, writable=False)
+            ro.set_positions(100)
+            assert ro.flush(0) == 100
+            ro.force()
+            for op in (lambda: ro.append(b"x"), lambda: ro.write_at(0, b"x"), lambda: ro.seal()):
+                with pytest.raises(StoreStateError, match=offset_to_name(0)):
+                    op()
+            assert ro.wrote_position == 100 and ro.commit(0) == 100
+            ro.close()
+    finally:
+        FLUSH_LISTENERS.pop()
+    assert forced == [] and path.read_bytes() == b"\x07" * size

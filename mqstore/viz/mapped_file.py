@@ -117,10 +117,8 @@ def draw_pages(mf, ax=None, title=None, per_row: int = 16):
     return ax
 
 # %% ../../book/01_mapped_file.ipynb #f4cbc2b7
-from matplotlib.transforms import offset_copy
-
-POSITION_STYLE = {"wrote": ("#CC79A7", "-", "o", 4), "committed": ("#E69F00", "--", "s", 2.5),
-                  "flushed": ("#0072B2", ":", "^", 2.5)}
+POSITION_STYLE = {"wrote": ("#CC79A7", 9, "o", 12), "committed": ("#E69F00", 5, "s", 7.5),
+                  "flushed": ("#0072B2", 1.8, "^", 4)}   # colour, line width, marker, marker size
 
 def snapshot(mf, label: str) -> tuple:
     "The positions of `mf` now, with a label for the step that led here."
@@ -134,23 +132,25 @@ def no_op_steps(history) -> list:
 def draw_positions(history, ax=None, title=None):
     "Draw wrote / committed / flushed over a list of `snapshot`s; shade the steps that changed nothing."
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.4), layout="constrained")
+        _, ax = plt.subplots(figsize=(8, 5.2), layout="constrained")
     xs = range(len(history))
     top = max(max(h[1:]) for h in history)
-    for p in range(0, top + OS_PAGE, OS_PAGE):
-        ax.axhline(p / 1024, color="#BBBBBB", lw=0.6, zorder=0)
+    pages = list(range(0, top + OS_PAGE, OS_PAGE))
+    for p in pages:
+        ax.axhline(p, color="#999999", lw=0.7, zorder=0)
     for i in no_op_steps(history):
         ax.axvspan(i - 0.35, i + 0.35, color="#DDDDDD", zorder=0)
-    for i, name in enumerate(("wrote", "committed", "flushed")):
-        color, ls, marker, lw = POSITION_STYLE[name]
-        nudge = offset_copy(ax.transData, fig=ax.figure, y=3 * (1 - i), units="points")
-        ax.plot(xs, [h[1 + i] / 1024 for h in history], ls, color=color, marker=marker, lw=lw,
-                ms=7 - 1.5 * i, label=f"{name} position", drawstyle="steps-post", transform=nudge)
+    for i, name in enumerate(("wrote", "committed", "flushed")):   # widest first: equal lines stay visible
+        color, lw, marker, ms = POSITION_STYLE[name]
+        ax.plot(xs, [h[1 + i] for h in history], "-", color=color, marker=marker, lw=lw, ms=ms,
+                label=f"{name} position", drawstyle="steps-post", zorder=2 + i)
     ax.set_xticks(list(xs), [h[0] for h in history], rotation=25, ha="right", fontsize=9)
     ax.set_xlim(-0.5, len(history) - 0.5)
-    ax.tick_params(axis="y", labelsize=9)
-    ax.set_ylabel("position in the file, KiB\n(grey lines: 4 KiB pages)", fontsize=9)
-    ax.set_xlabel("step (lines nudged 3 pt apart where positions are equal)", fontsize=9)
+    ax.set_yticks(pages, [f"{p:,}" for p in pages], fontsize=9)
+    ax.set_ylim(-top * 0.04, pages[-1] + top * 0.04)
+    ax.set_ylabel("position in the file, bytes\n(grey lines: page boundaries, every 4,096)", fontsize=9)
+    ax.set_xlabel("step (equal positions lie on top of each other: wrote widest, flushed thinnest)",
+                  fontsize=9)
     ax.set_title(title or "positions after each step", fontsize=10)
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Patch(facecolor="#DDDDDD", label="a call that moved nothing"))
