@@ -21,7 +21,7 @@ from .records import _topic_piece, _packed_host, compiled_kernels
 _new_object = object.__new__
 
 def _result(status, commit_log_offset, size, queue_offset, store_timestamp, store_host, rolled) -> PutResult:
-    "The same frozen PutResult without the dataclass __init__ (seven object.__setattr__ calls, ~2 us)."
+    "The same frozen PutResult without the dataclass __init__ (seven object.__setattr__ calls)."
     r = _new_object(PutResult)
     d = r.__dict__                      # frozen forbids setattr, not filling the instance dict
     d["status"], d["commit_log_offset"], d["size"], d["queue_offset"] = status, commit_log_offset, size, queue_offset

@@ -66,13 +66,13 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     ax.barh(names, ratios, color=[KIND_COLORS[kinds[k]] for k in names], height=0.6)
     for y, r in enumerate(ratios):
         ax.text(r * 1.08, y, times(r), va="center", fontsize=8, zorder=5,
-                bbox=dict(fc="white", ec="none", pad=1))
+                bbox=dict(fc="white", ec="none", pad=1, alpha=0.6))
     handles = [Patch(color=KIND_COLORS[k], label=k) for k in dict.fromkeys(kinds[n] for n in names)]
     for (label, v), ls in zip(limits, ("--", "-.")):
-        ax.axvline(v / base, color="#000000", ls=ls, lw=1.3)
+        ax.axvline(v / base, color="#000000", ls=ls, lw=1.3, zorder=6)
         handles.append(Line2D([], [], color="#000000", ls=ls, label=f"machine limit: {label} ({times(v / base)})"))
     for (label, v), ls in zip(targets, (":", (0, (4, 1, 1, 1, 1, 1)))):
-        ax.axvline(v / base, color=OKABE_ITO[5], ls=ls, lw=1.8)
+        ax.axvline(v / base, color=OKABE_ITO[5], ls=ls, lw=1.8, zorder=6)
         handles.append(Line2D([], [], color=OKABE_ITO[5], ls=ls, lw=1.8, label=f"target: {label} ({times(v / base)})"))
     lines = [v / base for _, v in (*limits, *targets)]
     ax.set_xscale("log")
