@@ -337,11 +337,11 @@ from matplotlib.patches import FancyArrowPatch
 from matplotlib.lines import Line2D
 
 _ROLES = {"half (open)": OKABE_ITO[5], "half (closed)": OKABE_ITO[1], "commit": OKABE_ITO[2], "op (tag d)": OKABE_ITO[0]}
-_ARROWS = {"op closes half": ("black", "-"), "commit names half": ("black", ":")}
+_ARROWS = {"op closes half": ("black", "-"), "commit: half with its UNIQ_KEY": ("black", ":")}
 
 def draw_half_ops(records, ax=None):
     """The txn store's records along the commit log: each a box (role, queue offset); arrows from every op
-    message to the halves its body closes and from a commit to the half it names. Returns the figure."""
+    message to the halves its body closes, and from a commit to the halves in its `points_at`. Returns the figure."""
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.8))
     rows = {"op": 2, "half": 1, "commit": 0}          # halves in the middle: no arrow crosses a row of boxes
@@ -355,7 +355,7 @@ def draw_half_ops(records, ax=None):
     for r in records:
         for target in r.get("points_at", ()):
             (x0, y0), (x1, y1) = where[r["offset"]], where[target]
-            color, style = _ARROWS["commit names half" if r["role"] == "commit" else "op closes half"]
+            color, style = _ARROWS["commit: half with its UNIQ_KEY" if r["role"] == "commit" else "op closes half"]
             side = -0.3 if y0 > y1 else 0.3
             ax.add_patch(FancyArrowPatch((x0, y0 + side), (x1, y1 - side), arrowstyle="-|>", mutation_scale=12,
                                          connectionstyle="arc3,rad=0", color=color, linestyle=style,
