@@ -231,7 +231,7 @@ def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = Tru
     for q, (gone, fresh) in counts.items():          # the strokes and pluses counted, right of the rows
         for n, dx, dy, ha, colour, text in ((gone, 0.03, 0.17, "left", DROPPED, f"{gone}"),
                                             (fresh, 0.21, -0.2, "right", REDISPATCHED, f"+{fresh}")):
-            if n:                                     # pink count left, orange count right: they never touch
+            if n:                                     # pink count at the margin's left, orange at its right
                 ax.text(ticks[-1] + size * dx, y[q] + dy, text, color=colour, fontsize=8, va="center", ha=ha,
                         fontweight="bold")
     ax.set_xlim(base, ticks[-1] + size * 0.22); ax.set_ylim(-0.7, len(y) - 0.3)    # room for the marks
