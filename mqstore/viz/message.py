@@ -8,6 +8,7 @@ __all__ = ['STATUS_COLORS', 'OK_SHADES', 'GROUPS', 'walk_log', 'draw_check_walk'
 # %% ../../book/03_record_format.ipynb #6d65a736
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.legend_handler import HandlerTuple
 import numpy as np
 from ..message import record_fields, check_record, RecordStatus
 
@@ -55,11 +56,12 @@ def draw_check_walk(logs: dict, ax=None, title=None):
     ax.set_ylim(-0.6, len(logs) - 0.1)
     ax.set_xlabel("byte offset in the segment", fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
-    handles = [Patch(color=c, label=("OK (shades alternate per record)" if s == "OK" else s))
-               for s, c in STATUS_COLORS.items()]
-    handles.append(Patch(facecolor="white", edgecolor="#666666", hatch="///", label="never read"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=6, fontsize=8,
-              frameon=False)
+    handles = [(Patch(color=OK_SHADES[0]), Patch(color=OK_SHADES[1])) if s == "OK" else Patch(color=c)
+               for s, c in STATUS_COLORS.items()]                  # OK: both shades in its key
+    labels = ["OK (shades alternate per record)" if s == "OK" else s for s in STATUS_COLORS]
+    handles.append(Patch(facecolor="white", edgecolor="#666666", hatch="///")); labels.append("never read")
+    ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0)}, loc="upper center",
+              bbox_to_anchor=(0.5, -0.18), ncol=6, fontsize=8, frameon=False)
     ax.set_title(title or "what check_record answers, walking each log from offset 0", fontsize=10)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

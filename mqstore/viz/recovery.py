@@ -120,7 +120,7 @@ class RecoveryScenario:
 # %% ../../book/07_recovery.ipynb #783e7585
 def _state(sc, upto: int) -> dict:
     "What the first `upto` events of a scenario say, for drawing."
-    st = dict(checked={}, chosen=None, walked=[], bad=[], cut=None, cq_cut=None, dropped=None,
+    st = dict(checked={}, chosen=None, walked=[], blanks=[], bad=[], cut=None, cq_cut=None, dropped=None,
               title=f"{sc.fault}: before recovery")
     for e in sc.events[:upto]:
         if isinstance(e, IndexFilesDropped):
@@ -138,6 +138,8 @@ def _state(sc, upto: int) -> dict:
             st["title"] = f"zeros at {e.offset:,}: nothing was written there"
         elif isinstance(e, RecordChecked):
             (st["walked"] if e.status in ("OK", "BLANK") else st["bad"]).append((e.offset, e.size))
+            if e.status == "BLANK":                   # walked, and drawn grey as in draw_snapshot
+                st["blanks"].append((e.offset, e.size))
             st["title"] = f"walked the record at {e.offset:,}: {e.status}"
         elif isinstance(e, WalkStopped):
             st["title"] = f"the walk stopped at {e.offset:,}: {e.status}"
@@ -165,7 +167,8 @@ def _draw_segments(ax, sc, st, y, start):
     for off, sz, _ in sc.before["records"]:
         ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fill=False, ec="#555555", lw=0.6))
     for off, sz in st["walked"]:
-        ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fc=WALKED, ec="white", lw=0.3))
+        ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fc=BLANK if (off, sz) in st["blanks"] else WALKED,
+                               ec="white", lw=0.3))
     cut = st["cut"]
     for off, sz in st["bad"]:                      # once cut, a bad record is gone: the cut is drawn instead
         if cut is None or off < cut:
@@ -198,7 +201,8 @@ def recovery_legend():
     "The symbols of the recovery pictures, for a legend."
     mark = lambda m, c, label, **kw: Line2D([], [], marker=m, color=c, ls="none", label=label, ms=9, **kw)
     return [Patch(fc="white", ec=SKIPPED, hatch="///", label="skipped segment"),
-            Patch(fc=WALKED, label="walked record"), Patch(fc=BAD, label="torn / bad record"),
+            Patch(fc=WALKED, label="walked record"), Patch(fc=BLANK, ec="#555555", lw=0.6, label="walked end-of-segment blank"),
+            Patch(fc=BAD, label="torn / bad record"),
             Patch(fc="white", ec="#444444", hatch="xx", label="cut off (truncated)"),
             mark("X", BAD, "segment too new"), mark("$\\checkmark$", CHOSEN, "checkpoint vouches for it"),
             Patch(fill=False, ec=CHOSEN, lw=2.5, label="walk starts here"),
@@ -225,9 +229,10 @@ def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = Tru
     size, base = start.file_size, start.first_offset
     ticks = [base + i * size for i in range(start.segments + 1)]
     for q, (gone, fresh) in counts.items():          # the strokes and pluses counted, right of the rows
-        for n, dy, colour, text in ((gone, 0.17, DROPPED, f"{gone}"), (fresh, -0.2, REDISPATCHED, f"+{fresh}")):
-            if n:
-                ax.text(ticks[-1] + size * 0.03, y[q] + dy, text, color=colour, fontsize=8, va="center",
+        for n, dx, dy, ha, colour, text in ((gone, 0.03, 0.17, "left", DROPPED, f"{gone}"),
+                                            (fresh, 0.21, -0.2, "right", REDISPATCHED, f"+{fresh}")):
+            if n:                                     # pink count at the margin's left, orange at its right
+                ax.text(ticks[-1] + size * dx, y[q] + dy, text, color=colour, fontsize=8, va="center", ha=ha,
                         fontweight="bold")
     ax.set_xlim(base, ticks[-1] + size * 0.22); ax.set_ylim(-0.7, len(y) - 0.3)    # room for the marks
     ax.set_yticks(list(y.values()), list(y), fontsize=8)
@@ -288,7 +293,7 @@ def filmstrip_steps(events) -> list:
              walk[len(walk) // 2] if walk else 1, (kinds(WalkStopped) or [len(events)])[-1], len(events)]
     return picks
 
-def draw_filmstrip(sc, figsize=(9, 17)):
+def draw_filmstrip(sc, figsize=(9, 20)):
     "The six `filmstrip_steps` of a scenario, one under the other at full width, one legend."
     fig, axes = plt.subplots(6, 1, figsize=figsize)
     for k, (ax, upto) in enumerate(zip(axes.flat, filmstrip_steps(sc.events))):
