@@ -237,7 +237,7 @@ def announce_flush(path, start: int, length: int) -> None:
 
 # %% ../book/01_mapped_file.ipynb #cedd8363
 def able_to_flush(flushed: int, committed: int, file_size: int, least_pages: int) -> bool:
-    "RocketMQ's `isAbleToFlush`: a full file, or enough dirty pages, or anything with 0."
+    "RocketMQ's `isAbleToFlush`: a full file, or `least_pages` page boundaries crossed, or anything with 0."
     if committed == file_size and flushed < committed:
         return True
     if least_pages > 0:

@@ -255,7 +255,7 @@ _ZEROS = bytes(1 << 20)
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)   # Linux 5.14+: fault pages in, writable
 
 def warm_pages(mf: MappedFile, chunk: int = 1 << 20, should_stop=None) -> None:
-    """Fault in every page after the wrote position, `chunk` bytes at a time (RocketMQ's warmMappedFile).
+    """Fault in every page after the wrote position, `chunk` bytes at a time (the effect of warmMappedFile).
 
     Uses madvise(MADV_POPULATE_WRITE) where the kernel has it, else writes zeros through the
     map; between chunks the thread lets other threads run (`time.sleep(0)`).
