@@ -40,10 +40,10 @@ TS_STORE_UNIT_SIZE = 24                       # TransactionStateService.TSStoreU
 TS_STATE_POS = 20                             # where the state int sits in a unit
 REDO_LOG_TOPIC = "TRANSACTION_REDOLOG_TOPIC_XXXX"
 REDO_LOG_QUEUE_ID = 0
-PREPARED_TAGS_CODE = -1                       # the redo-log tagsCode of a prepared entry
+PREPARED_TAGS_CODE = -1                       # redo log (below): the tagsCode of a unit that opens a half
 STATE_NAMES = {TRANSACTION_PREPARED_TYPE: "PREPARED", TRANSACTION_COMMIT_TYPE: "COMMIT",
                TRANSACTION_ROLLBACK_TYPE: "ROLLBACK"}
-FILLER_UNIT_SIZE = 0x7FFFFFFF                 # size of a unit that stands for a lost slot
+FILLER_UNIT_SIZE = 0x7FFFFFFF                 # a filler unit's size (recovery, below: a slot whose half was lost)
 
 _STATE_UNIT = struct.Struct(">qiiii")
 STATE_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("timestamp", ">i4"),
@@ -710,7 +710,7 @@ class TransactionService:
         "Files that are full and hold no prepared unit are not scanned again (3.x cancelled their timer)."
         with self._lock:
             for mf in self.table.mfq.files:
-                if mf.is_full() and mf.name not in self.done_files:
+                if mf.is_full() and mf.name not in self.done_files:     # is_full: no room left (chapter 1)
                     units = self.table.file_units(mf)
                     slots = mf.file_from_offset // TS_STORE_UNIT_SIZE + np.arange(len(units))
                     if not ((units["state"] == TRANSACTION_PREPARED_TYPE).any()
@@ -818,7 +818,7 @@ class HalfTopicTransactions:
         "Compare the half queue with the op queue; ask about undecided halves older than the timeout."
         self._read_ops()
         asked = []
-        queue = self.store.cq_store.get_queue(HALF_TOPIC, 0)
+        queue = self.store.cq_store.get_queue(HALF_TOPIC, 0)  # the store's consume queues (chapter 5)
         limit = queue.max_offset_in_queue if queue else 0     # halves put back by this pass wait for the next
         while self.half_progress < limit:
             got = self.store.get(HALF_TOPIC, 0, self.half_progress, 1)
@@ -839,7 +839,7 @@ class HalfTopicTransactions:
                 self.end_transaction(half.queue_offset, group, answer is LocalTransactionState.COMMIT_MESSAGE)
             else:
                 times = int(half.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0")) + 1
-                again = half.to_message()
+                again = half.to_message()                  # the stored half as a new Message to put
                 again.properties[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
                 if times >= self.check_max:
                     again.topic = CHECK_MAX_TOPIC

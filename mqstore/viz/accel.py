@@ -12,9 +12,11 @@ from pathlib import Path
 PARTS = {"records (ch. 3)": ("message.py",), "put (ch. 1, 2, 4)": ("commit_log.py", "mapped_file.py", "mapped_file_queue.py", "checkpoint.py"),
          "dispatch (ch. 5)": ("dispatch.py", "consume_queue.py"), "index (ch. 6)": ("index.py",),
          "store, recovery (ch. 7)": ("recovery.py", "store.py", "verify.py"), "fast (ch. 10)": ("fast/",),
-         "modern stores (ch. 14)": ("modern.py",), "other mqstore": ()}
-PART_COLORS = dict(zip(PARTS, ["#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#D55E00", "#0072B2", "#F0E442",
-                              "#000000"]))
+         "the switch (ch. 10, accel)": ("accel.py",), "modern stores (ch. 14)": ("modern.py",),
+         "rest of mqstore": ()}
+# one blue only (chapter 10's fast paths); put is olive, the switch black
+PART_COLORS = dict(zip(PARTS, ["#E69F00", "#999933", "#009E73", "#CC79A7", "#D55E00", "#0072B2", "#000000",
+                              "#F0E442", "#882255"]))
 
 def part_of(filename: str) -> str | None:
     "The part of the engine a source file belongs to, or None (not mqstore)."
@@ -22,7 +24,7 @@ def part_of(filename: str) -> str | None:
     if "/mqstore/" not in path:
         return None
     rel = path.split("/mqstore/", 1)[1]
-    return next((p for p, names in PARTS.items() if any(rel.startswith(n) for n in names)), "other mqstore")
+    return next((p for p, names in PARTS.items() if any(rel.startswith(n) for n in names)), "rest of mqstore")
 
 def top_functions(profile, n: int = 6) -> list:
     "[(label, part, tottime, ncalls)] of the n mqstore functions with the most self time."
@@ -46,18 +48,21 @@ def draw_profile(profiles: dict, title: str, n: int = 5):
         rows, total = top_functions(profiles[stage], 10**6), stage_total(profiles[stage])
         mq = sum(r[2] for r in rows)
         rows = rows[:n]
-        labels = [r[0] for r in rows] + ["other mqstore functions", "outside mqstore"]
+        labels = [r[0] for r in rows] + ["smaller mqstore functions", "outside mqstore"]
         ms = [1000 * r[2] for r in rows] + [1000 * (mq - sum(r[2] for r in rows)), 1000 * max(0.0, total - mq)]
         colors = [PART_COLORS[r[1]] for r in rows] + ["#777777", "#BBBBBB"]
         ax.barh(range(len(ms))[::-1], ms, color=colors, edgecolor="#444444", lw=0.4)
+        for y, v in zip(range(len(ms))[::-1], ms):                  # the value, for bars too thin to see
+            ax.text(v + max(ms) * 0.01, y, f"{v:.1f}" if v < 10 else f"{v:.0f}", va="center", fontsize=7)
+        ax.set_xlim(0, max(ms) * 1.1)
         ax.set_yticks(range(len(ms))[::-1], labels, fontsize=8)
         ax.set_title(f"{stage}: {1000 * total:.0f} ms in all", fontsize=9, loc="left")
-        ax.set_xlabel("self time (ms, under cProfile)", fontsize=8)
+        ax.set_xlabel("self time (ms, under cProfile; each panel has its own scale)", fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
-    fig.legend(handles, list(PART_COLORS), loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.legend(handles, list(PART_COLORS), loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0.55 / (1.8 * len(stages) + 0.9), 1, 1))
+    fig.tight_layout(rect=(0, 0.75 / (1.8 * len(stages) + 0.9), 1, 1))
     return fig
 
 # %% ../../book/10_making_it_fast.ipynb #de749432
@@ -85,8 +90,7 @@ def draw_stage_times(times: dict, stages: list):
     fig.tight_layout()
     return fig
 
-draw_stage_times(TIMES, STAGES)
-plt.show()
+
 
 # %% ../../book/10_making_it_fast.ipynb #7a217241
 def draw_replacements(table: dict, fast_modules: dict):

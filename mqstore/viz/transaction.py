@@ -22,6 +22,8 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 # %% ../../book/09_transactions.ipynb #0494dc0f
+_BRACKETS = [("#000000", "-"), ("#D55E00", "--"), ("#6A3D9A", ":"), ("#7F7F7F", "-.")]   # none a state colour
+
 def _draw_snapshot(ax, label, table, redo, rows):
     for i, u in enumerate(table):
         y = rows - 1 - i
@@ -38,7 +40,8 @@ def _draw_snapshot(ax, label, table, redo, rows):
             opened[off] = y
         elif tags in opened:                       # one bracket per answer, side by side
             x = 3.3 + 0.12 * answers
-            ax.plot([3.22, x, x, 3.22], [opened[tags] + 0.4] * 2 + [y + 0.4] * 2, color="black", lw=0.9)
+            color, style = _BRACKETS[answers % len(_BRACKETS)]           # overlapping brackets: a line each
+            ax.plot([3.22, x, x, 3.22], [opened[tags] + 0.4] * 2 + [y + 0.4] * 2, lw=1.4, color=color, ls=style)
             answers += 1
     ax.set_xlim(-0.1, 4.0); ax.set_ylim(-0.2, rows + 0.9)
     ax.text(0.65, rows + 0.1, "table", ha="center", fontsize=8)
@@ -61,7 +64,7 @@ def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
     handles = _state_handles() + [
         Patch(fc=_REDO_COLORS["open"], ec="black", label="redo: opens (tagsCode -1)"),
         Patch(fc=_REDO_COLORS["answer"], ec="black", label="redo: answers the half @offset"),
-        Line2D([], [], color="black", lw=0.9, label="answer joined to its half")]
+        Line2D([], [], color="black", lw=1.4, label="answer joined to its half (a line style each)")]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
