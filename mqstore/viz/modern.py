@@ -49,12 +49,15 @@ def draw_store_tree(root, structures, config=None, action="repair", ax=None, tit
                                               alpha=0.5, edgecolor="#999999" if verdict == "folder" else "none"))
         ax.text(0.45, y, ", ".join(names), va="center", fontsize=10)
     ax.set_xlim(0, 1); ax.set_ylim(-0.7, len(rows) - 0.3); ax.axis("off")
-    labels = {"maintained": "maintained", "refused": "refused", "unknown": "unknown (refused)",
+    labels = {"maintained": "maintained (its own structures)", "refused": "refused", "unknown": "unknown (refused)",
               "folder": "folder (holds the rows below it)"}
     ax.legend(handles=[Patch(facecolor=c, alpha=0.5, edgecolor="#999999" if v == "folder" else "none", label=labels[v])
                        for v, c in VERDICT_COLORS.items()],
               fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
-    ax.set_title(title or f"what {action} may touch", fontsize=11)
+    title = title or f"what {action} may touch"
+    if any(v in ("refused", "unknown") for _, v in rows.values()):     # check_writable refuses the whole root
+        title += f"\n(a refused row refuses the whole root: {action} changes nothing)"
+    ax.set_title(title, fontsize=11)
     return ax
 
 # %% ../../book/14_modern_stores.ipynb #7008c161
@@ -78,7 +81,7 @@ def draw_sys_flag_bits(messages, labels, ax=None, title="sysFlag bits 10..0 of e
     ax.set_yticks([r + 0.45 for r in range(len(messages))], labels, fontsize=9)
     ax.set_xlabel("bit of sysFlag"); ax.set_title(title, fontsize=10)
     ax.legend(handles=[Patch(color=c, label=r) for r, c in _ROLE_COLOR.items() if r != "other"],
-              loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9)
+              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.25 / len(messages)), ncol=2, fontsize=9, frameon=False)
     return ax
 
 # %% ../../book/14_modern_stores.ipynb #1924556d
@@ -92,7 +95,7 @@ def draw_body_sizes(messages, labels, ax=None, title="stored vs served body size
         ax.text(len(m.stored_body) + 60, i - 0.2, f"{len(m.stored_body)}", va="center", fontsize=8)
     ax.set_yticks(list(y), labels, fontsize=9); ax.invert_yaxis()
     ax.set_xlabel("bytes"); ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.25 / len(messages)), ncol=2, fontsize=9, frameon=False)
     return ax
 
 # %% ../../book/14_modern_stores.ipynb #eef3876d
@@ -190,7 +193,9 @@ def draw_batch_units(raw: bytes, ax=None):
             big = size == 8 and len(str(value)) > 10                   # a store time: two lines
             shown = f"{str(value)[:-6]}\n{str(value)[-6:]}" if big else f"{value}"
             ax.text(x + size / 2, y + 0.55, shown, ha="center", va="center", fontsize=9, fontweight="bold")
-            ax.text(x + size / 2, y + 0.2, hexed, ha="center", va="center", fontsize=9 if size > 2 else 7, family="monospace")
+            hexed = hexed if size > 2 else f"{hexed[:2]}\n{hexed[2:]}"           # a 2-byte field: a byte a line
+            ax.text(x + size / 2, y + 0.2, hexed, ha="center", va="center", fontsize=9 if size > 2 else 8, family="monospace",
+                    linespacing=0.9)
             x += size
     ax.set_xlim(0, 46)
     ax.set_ylim(-0.1, n)
