@@ -236,8 +236,8 @@ class ShadowDisk:
 
     Data: every announced range [start, start+length) of a file is copied from the live file
     (the page cache) into the same file under `disk`; bytes never flushed keep their old value
-    there (zeros in a new file). Metadata (files created, resized, deleted) follows ext4's
-    journal: it becomes durable with the next flush of any file (`commit_metadata`)."""
+    there (zeros in a new file). Metadata (files created, resized, deleted), in this model,
+    becomes durable with the next flush of any file (`commit_metadata`)."""
 
     def __init__(self, live, disk):
         self.live, self.disk = Path(live).resolve(), Path(disk)
@@ -611,10 +611,10 @@ def crashed_store(root, config=SCENARIO_CONFIG, before: int = 120, after: int = 
     clock.tick(60_000)                     # a minute later
     store = MessageStore.open(root, config, clock=clock)
     write(store, range(before, before + after))
-    if flush_before_crash:                 # the log's flush, then a thorough queue flush: the checkpoint
-        store.commit_log.flush()
-        store.commit_log.publish_flushed(store.commit_log.snapshot_end()[1])  # (the flush thread may have
-        store.cq_flush.flush_round(True)                                        #  flushed the bytes first)
+    if flush_before_crash:                 # what the flush threads do, once (chapters 4 and 5):
+        store.commit_log.flush()           # msync the log; tell the checkpoint the store time of its end
+        store.commit_log.publish_flushed(store.commit_log.snapshot_end()[1])
+        store.cq_flush.flush_round(True)   # a thorough queue flush, which writes the checkpoint
     store.halt()
     return acks, clock
 
@@ -654,7 +654,8 @@ def scenario_torn_record(work) -> ScenarioResult:
     ok = [a for a, _ in report.lost] == [last] and not report.torn and not report.problems and cut_queue
     return ScenarioResult("#467", "tear the last record",
                           "size > 0 counted as a message: the torn record kept, its queue unit served garbage",
-                          f"check says {r.status.name}; log and queue cut before it; the other {len(acks) - 1} served",
+                          f"check says {r.status.name}; log {'and queue ' if cut_queue else ''}cut before it; "
+                          f"the other {len(acks) - len(report.lost)} served",
                           ok, report, {"status": r.status.name, "size_field": r.size, "acked_size": last.size,
                                                       "queue_cut": cut_queue})
 
@@ -674,7 +675,8 @@ def scenario_bit_flip(work, back: int = 20) -> ScenarioResult:
     ok = lost == acks[-back:] and not report.torn and not report.problems
     return ScenarioResult("-", "flip a body bit",
                           "the CRC stops the walk: the record and all after it are truncated",
-                          f"the same: never served corrupt, but the {back - 1} good records after it are cut too",
+                          f"the same: {'never served corrupt' if not report.torn else 'SERVED CORRUPT'}, but the "
+                          f"{len(lost) - 1} good records after it are cut too",
                           ok, report, {"byte": at, "cut": len(lost)})
 
 # %% ../book/08_crash_lab.ipynb #1dee4aca
@@ -690,7 +692,8 @@ def scenario_stale_checkpoint(work) -> ScenarioResult:
     ok = report.ok and kept.ok and report.replayed == report.records > kept.replayed
     return ScenarioResult("#1153", "zero the checkpoint's physic timestamp",
                           "no segment is older than 0: replay the whole log (hours on a big slave)",
-                          f"the same replay ({report.replayed} records, not {kept.replayed}), and a correct result",
+                          f"the same replay ({report.replayed} records, not {kept.replayed}), and "
+                          f"{'a correct result' if report.ok else 'a WRONG result'}",
                           ok, report, {"start": start.index, "replayed": report.replayed,
                                        "replayed_with_checkpoint": kept.replayed, "records": report.records})
 
@@ -768,7 +771,8 @@ def scenario_empty_segment(work) -> ScenarioResult:
     said = [w for w in report.warnings if "zero-byte" in w]
     return ScenarioResult("#6904", "leave a zero-byte segment",
                           "'mapped file size 0': the broker does not start",
-                          "the empty last segment is removed (with a warning): starts and serves",
+                          f"the empty last segment is {'removed (with a warning)' if said else 'KEPT'}: "
+                          f"{'starts and serves' if report.ok else 'FAILS'}",
                           report.ok and bool(said), report, {"warning": said[0] if said else ""})
 
 # %% ../book/08_crash_lab.ipynb #ba7f4354
@@ -806,7 +810,7 @@ def scenario_empty_index_file(work) -> ScenarioResult:
     report = _check(root, acks, clock)
     dropped = p.name in _dropped(report) and not p.exists()
     return ScenarioResult("lab", "leave a zero-byte index file",
-                          "not reported; Java's map() grows the file to a zero header, as in the next row",
+                          "not reported; not tried with RocketMQ here",
                           f"the empty file is {'dropped' if dropped else 'KEPT'} and its range re-indexed",
                           report.ok and dropped, report, {"opened_as_is": opened, "dropped": dropped})
 
@@ -819,15 +823,19 @@ def scenario_unflushed_index(work) -> ScenarioResult:
     held = _index_entries(root)[last.name]
     begun_after_stop = int(held.min()) > acks[99].offset
     last.write_bytes(bytes(last.stat().st_size))              # so the power cut leaves zeros
+    end_ts = struct.unpack_from(">q", last.read_bytes(), 8)[0]  # the header's endTimestamp, read back
     index_ts = read_checkpoint_fields((root / "checkpoint").read_bytes())["index_msg_timestamp"]
+    keeps = not end_ts > index_ts                             # IndexService.load drops only a newer file
     report = _check(root, acks, clock)
     would_lose = int((held < _checkpoint_start(report)).sum())
     dropped = last.name in _dropped(report)
     return ScenarioResult("lab", "zero the current index file (power cut)",
-                          f"inferred from its rule: end timestamp 0 is not newer than the checkpoint: kept, {would_lose} entries lost",
+                          f"inferred from its rule: end timestamp {end_ts} is {'not ' if keeps else ''}newer than "
+                          f"the checkpoint's: {'kept' if keeps else 'dropped'}, {would_lose} entries lost",
                           f"a zero header counts as never flushed: {'dropped' if dropped else 'KEPT'} and rebuilt",
-                          report.ok and dropped and would_lose > 0 and begun_after_stop, report,
-                          {"begun_after_stop": begun_after_stop, "entries": len(held), "rule_keeps": 0 <= index_ts,
+                          report.ok and dropped and would_lose > 0 and begun_after_stop and keeps, report,
+                          {"begun_after_stop": begun_after_stop, "entries": len(held), "end_timestamp": end_ts,
+                           "checkpoint_index_ts": index_ts, "rule_keeps": keeps,
                            "would_lose": would_lose, "dropped": dropped})
 
 # %% ../book/08_crash_lab.ipynb #8424459b

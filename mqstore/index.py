@@ -218,7 +218,8 @@ class IndexQueryResult:
     offsets: list
     messages: list = field(default_factory=list)
     candidates: int = 0          # hash and time matched in the index
-    rejected: int = 0            # candidates whose record has another topic or key (hash collisions)
+    rejected: int = 0            # candidates whose record could not be read, or has another topic
+                                 # or key (a hash collision) or a store time outside [begin, end]
     last_update_timestamp: int = 0
     last_update_phy_offset: int = 0
 

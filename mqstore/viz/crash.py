@@ -99,7 +99,8 @@ def plot_recovery_cost(trials, ax=None, extra=()):
         pts = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in trials if t.recovery == mode]
         if pts:                          # normal: large hollow triangles on top, seen through the others at 0
             style = (dict(ms=11, mfc="none", mec=c, mew=2, zorder=4) if mode == "normal" else
-                     dict(ms=5, color=c, mec="black", mew=0.5, alpha=0.8, zorder=2))
+                     dict(ms=5, color=c, mec="black", mew=0.5, alpha=0.8, zorder=2) if mode == "abnormal" else
+                     dict(ms=7, color=c, mec="white", mew=1, zorder=5))      # new: drawn on top
             ax.plot(*zip(*pts), RECOVERY_MARKERS[mode], ls="none", label=f"{mode} recovery ({len(pts)})", **style)
     for label, replay, secs in extra:
         ax.plot(replay / 1024, secs * 1000, "*", color="#D55E00", ms=13, label=label)
