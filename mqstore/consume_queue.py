@@ -20,7 +20,7 @@ from .message import tags_code, cq_tags_code, SCHEDULE_TOPIC, PROPERTY_DELAY, DE
 from .commit_log import queue_key, takes_queue_offset
 
 CQ_STORE_UNIT_SIZE = 20
-FILLER_SIZE = 0x7FFFFFFF            # Integer.MAX_VALUE: the size of a pre-blank (filler) unit
+FILLER_SIZE = 0x7FFFFFFF            # Integer.MAX_VALUE: the size field of a filler unit (holds a place, no message)
 _UNIT = struct.Struct(">qiq")
 CQ_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 
