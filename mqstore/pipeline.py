@@ -399,7 +399,7 @@ def write_index(out: Path, config: StoreConfig, hashes, phy, ts, clock=None) -> 
         i = int(np.flatnonzero(np.diff(phy) < 0)[0])
         raise PipelineError(f"physical offsets go backwards ({int(phy[i])} then {int(phy[i + 1])}): "
                             f"the commit log has records whose PHYSICALOFFSET lies; run the audit")
-    clock = clock or _index_clock(ts, config.index_entries - 1)
+    clock = clock or _index_clock(ts, config.index_entries - 1)   # entry 0 of a file is unused
     service = IndexService(out / "index", config.index_slots, config.index_entries, clock=clock)
     put_index_bulk(service, hashes, phy, ts)
     service.flush()

@@ -468,20 +468,23 @@ def scrub_open_store(store, report: CrashReport, progress=None, window: int = SC
     for mm in maps:                                # recovery read these pages: give them back
         drop_pages(mm, 0, len(mm) if mm is not None else 0)
     walk = walk_windows(store.commit_log, window)
-    while True:
-        try:
-            w = next(walk)
-        except StopIteration as stop:
-            light.release(s)
-            s.finish(*stop.value)
-            light.finish()
-            for p in store.plugins:                    # a plugin checks its own queues (chapter 14)
-                getattr(p, "scrub", lambda *a: None)(store, report)
-            return report
-        s.window(w)
-        light.window(w)
-        if progress is not None and len(w.offs):
-            progress(int(w.offs[-1]))
+    try:
+        while True:
+            try:
+                w = next(walk)
+            except StopIteration as stop:
+                light.release(s)
+                s.finish(*stop.value)
+                light.finish()
+                for p in store.plugins:                # a plugin checks its own queues (chapter 14)
+                    getattr(p, "scrub", lambda *a: None)(store, report)
+                return report
+            s.window(w)
+            light.window(w)
+            if progress is not None and len(w.offs):
+                progress(int(w.offs[-1]))
+    finally:            # stopped early (an error, Ctrl-C): the walk releases its windows before the store closes
+        walk.close()
 
 # %% ../book/13_real_stores.ipynb #9635e4e4
 def scrub_store(root, config, clock=None, observer=None, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 KIND_COLORS = {"normal": "#56B4E9", "prepared": "#E69F00", "commit": "#009E73", "rollback": "#D55E00",
-               "unreachable": "#BBBBBB"}
+               "corrupt": "#CC79A7", "unreachable": "#BBBBBB"}
 
 def draw_log_strip(rows: dict, ends: dict | None = None, ax=None, title=None):
     "One strip per entry of `rows` {label: [(offset, size, kind)]}; `ends` {label: valid end} draws a line."
@@ -19,15 +19,15 @@ def draw_log_strip(rows: dict, ends: dict | None = None, ax=None, title=None):
             ax.broken_barh([(offset, size)], (y - 0.35, 0.7), facecolor=KIND_COLORS[kind],
                            edgecolor="white", linewidth=0.6)
         if ends and label in ends:
-            ax.plot([ends[label]] * 2, [y - 0.45, y + 0.45], color="#000000", lw=2)
+            ax.plot([ends[label]] * 2, [y - 0.45, y + 0.45], color="#000000", lw=1.2)
     ax.set_yticks(range(len(rows)), list(reversed(list(rows))), fontsize=9)
     ax.set_xlabel("commit-log offset (bytes)", fontsize=9)
     ax.tick_params(axis="x", labelsize=9)
     kinds = sorted({k for recs in rows.values() for _, _, k in recs}, key=list(KIND_COLORS).index)
     handles = [Patch(facecolor=KIND_COLORS[k], label=k) for k in kinds]
     if ends:
-        handles.append(plt.Line2D([], [], color="#000000", lw=2, label="valid end"))
-    ax.legend(handles=handles, fontsize=9, ncol=len(handles), loc="upper center",
+        handles.append(plt.Line2D([], [], color="#000000", lw=1.2, label="valid end"))
+    ax.legend(handles=handles, fontsize=9, ncol=min(len(handles), 4), loc="upper center",
               bbox_to_anchor=(0.5, -0.45), frameon=False)
     ax.set_title(title or "the commit log, record by record", fontsize=10)
     return ax
@@ -71,7 +71,7 @@ def draw_queue_counts(tables: dict, ax=None, title=None):
                color=QUEUE_COLORS[i % len(QUEUE_COLORS)], edgecolor="white")
     ax.set_xticks(range(len(queues)), [f"{t}/{q}" for t, q in queues], fontsize=9)
     ax.set_xlabel("queue (topic/queue id)", fontsize=9)
-    ax.set_ylabel("messages readable", fontsize=9)
+    ax.set_ylabel("messages", fontsize=9)
     ax.tick_params(axis="y", labelsize=9)
     ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=len(tables), frameon=False)
     ax.set_title(title or "messages per queue", fontsize=10)

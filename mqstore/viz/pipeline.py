@@ -106,6 +106,9 @@ def _draw_places(ax, report, kinds, y):
     for yi, k in zip(y, kinds):
         xs = [_finding_offset(k, f) for f in report["findings"][k]]
         ax.scatter(xs, [yi] * len(xs), marker="v", s=60, color=FINDING_COLORS.get(k, "gray"), zorder=3)
+        for x in xs if len(xs) <= 3 else []:             # a few findings: their offsets, as labels
+            ax.annotate(f"{x:,}", (x, yi), xytext=(0, 7), textcoords="offset points", va="bottom", fontsize=7,
+                        ha="right" if x > first + n * size / 2 else "left")
     ax.set_xlim(first, first + max(n, 1) * size)
     ax.set_ylim(-0.7, len(kinds) - 0.3)
     ax.set_yticks([])
