@@ -203,6 +203,7 @@ def recovery_legend():
     return [Patch(fc="white", ec=SKIPPED, hatch="///", label="skipped segment"),
             Patch(fc=WALKED, label="walked record"), Patch(fc=BLANK, ec="#555555", lw=0.6, label="walked end-of-segment blank"),
             Patch(fc=BAD, label="torn / bad record"),
+            Patch(fill=False, ec="#555555", lw=0.6, label="record on disk, not walked"),
             Patch(fc="white", ec="#444444", hatch="xx", label="cut off (truncated)"),
             mark("X", BAD, "segment too new"), mark("$\\checkmark$", CHOSEN, "checkpoint vouches for it"),
             Patch(fill=False, ec=CHOSEN, lw=2.5, label="walk starts here"),
