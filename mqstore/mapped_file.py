@@ -24,8 +24,8 @@ def check_size(name: str, value, minimum: int = 1) -> None:
 
 def name_to_offset(name: str) -> int:
     "The start offset encoded in a segment's file name."
-    if len(name) != 20 or not name.isdigit():
-        raise SegmentNameError(f"{name!r} is not a segment name (20 decimal digits)", name)
+    if len(name) != 20 or not (name.isascii() and name.isdigit()):   # "²" is a digit to isdigit
+        raise SegmentNameError(f"{name!r} is not a segment name (20 ASCII digits)", name)
     return int(name)
 
 # %% ../book/01_mapped_file.ipynb #07f4f6ab

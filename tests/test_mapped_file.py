@@ -232,3 +232,10 @@ def test_read_only_map_forces_nothing_and_refuses_writes(tmp_path):
     finally:
         FLUSH_LISTENERS.pop()
     assert forced == [] and path.read_bytes() == b"\x07" * size
+
+
+@pytest.mark.parametrize("bad", ["²" * 20, "\u0661" * 20, "\uff11" * 20])   # superscript, Arabic-Indic, fullwidth
+def test_non_ascii_digit_names_are_not_segments(bad):
+    # str.isdigit accepts these; name_to_offset must still raise SegmentNameError, not ValueError or a number
+    with pytest.raises(SegmentNameError, match="segment name"):
+        name_to_offset(bad)

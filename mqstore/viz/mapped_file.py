@@ -154,6 +154,6 @@ def draw_positions(history, ax=None, title=None):
     ax.set_title(title or "positions after each step", fontsize=10)
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Patch(facecolor="#DDDDDD", label="a call that moved nothing"))
-    ax.legend(handles=handles, fontsize=9, loc="upper left", framealpha=1)
+    ax.legend(handles=handles, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))   # outside
     return ax
 

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle, Patch, ConnectionPatch
 
 FLUSHED, WRITTEN, PICKED, MARK = "#0072B2", "#E69F00", "#009E73", "#D55E00"   # Okabe-Ito
-STALE = "#999999"
+STALE = "#555555"                                # dark enough to see in the legend
 KIND_PATCH = {"flushed": dict(color=FLUSHED), "written": dict(color=WRITTEN),
               "stale": dict(facecolor="white", edgecolor=STALE, hatch="///", lw=0)}
 
