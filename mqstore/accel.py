@@ -18,11 +18,8 @@ FAST_MODULES = {            # reference module -> the module of chapter 10 that 
     "mqstore.message": "mqstore.fast.records",
     "mqstore.commit_log": "mqstore.fast.put",
     "mqstore.dispatch": "mqstore.fast.dispatch",
-    "mqstore.consume_queue": "mqstore.fast.dispatch",
     "mqstore.index": "mqstore.fast.index",
     "mqstore.recovery": "mqstore.fast.recovery",
-    "mqstore.store": "mqstore.fast.recovery",
-    "mqstore.verify": "mqstore.fast.recovery",
 }
 
 # %% ../book/10_making_it_fast.ipynb #614b07b0

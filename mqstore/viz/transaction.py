@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyBboxPatch, Rectangle, Patch
 from matplotlib.lines import Line2D
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.animation import FuncAnimation
 
 STATE_COLORS = {4: "#E69F00", 8: "#009E73", 12: "#CC79A7"}
@@ -64,8 +65,10 @@ def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
     handles = _state_handles() + [
         Patch(fc=_REDO_COLORS["open"], ec="black", label="redo: opens (tagsCode -1)"),
         Patch(fc=_REDO_COLORS["answer"], ec="black", label="redo: answers the half @offset"),
-        Line2D([], [], color="black", lw=1.4, label="answer joined to its half (a line style each)")]
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+        tuple(Line2D([], [], color=c, ls=ls, lw=1.4) for c, ls in _BRACKETS)]
+    labels = [h.get_label() for h in handles[:-1]] + ["answer joined to its half (a line style each)"]
+    fig.legend(handles=handles, labels=labels, loc="lower center", ncol=3, fontsize=8, frameon=False,
+               handler_map={tuple: HandlerTuple(ndivide=None, pad=0.3)}, handlelength=4)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
@@ -95,7 +98,8 @@ def draw_state_machine(table_units, checked=(), ax=None):
     _box(ax, pos[12], f"ROLLBACK (12)\n{_plural(n[12], 'unit')}", STATE_COLORS[12])
     _arrow(ax, (0.1, 1), (1.35, 1), f"prepare\n({_plural(len(states), 'slot')})")
     _arrow(ax, (2.6, 1.15), (3.65, 1.75), "commit")
-    _arrow(ax, (2.6, 0.85), (3.65, 0.25), "rollback")
+    _arrow(ax, (2.6, 0.85), (3.65, 0.25), "")
+    ax.text(2.95, 0.35, "rollback", ha="right", va="center", fontsize=9)   # below its arrow, clear of it
     ax.annotate("", xy=(1.75, 1.3), xytext=(2.25, 1.3),
                 arrowprops=dict(arrowstyle="->", lw=1.1, connectionstyle="arc3,rad=1.6"))
     ax.text(2, 1.85, f"check-back answers UNKNOW ({unknown})", ha="center", fontsize=9)
