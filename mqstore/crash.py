@@ -797,7 +797,7 @@ def _dropped(report) -> set:
 
 # %% ../book/08_crash_lab.ipynb #5ca40e35
 def scenario_empty_index_file(work) -> ScenarioResult:
-    "Found by the crash trials: a kill between creating an index file and sizing it."
+    "A kill between creating an index file and sizing it."
     from mqstore.index import IndexFile, index_file_name
     root = Path(work) / "emptyidx"
     acks, clock = crashed_store(root)
@@ -816,7 +816,7 @@ def scenario_empty_index_file(work) -> ScenarioResult:
 
 # %% ../book/08_crash_lab.ipynb #fefd20b8
 def scenario_unflushed_index(work) -> ScenarioResult:
-    "Found by the power-loss trials: the current index file was never flushed, its header is zeros."
+    "A power cut: the current index file was never flushed, its header is zeros."
     root = Path(work) / "zeroidx"
     acks, clock = crashed_store(root, before=100, after=100, flush_before_crash=True)
     last = sorted((root / "index").iterdir())[-1]             # begun after the stop, not full: never flushed
@@ -840,7 +840,7 @@ def scenario_unflushed_index(work) -> ScenarioResult:
 
 # %% ../book/08_crash_lab.ipynb #8424459b
 def scenario_crash_during_rebuild(work) -> ScenarioResult:
-    "Found by the SIGKILL trials: a kill after recovery dropped the index files, before it rebuilt them."
+    "A kill after recovery dropped the index files, before it rebuilt them."
     from mqstore.index import IndexFile
     root = Path(work) / "rebuild"
     acks, clock = crashed_store(root, before=100, after=100)
@@ -865,20 +865,20 @@ def scenario_crash_during_rebuild(work) -> ScenarioResult:
 
 # %% ../book/08_crash_lab.ipynb #1f057a9f
 def scenario_key_collision(work) -> ScenarioResult:
-    "#3613: 'Aa' and 'BB' have the same Java hashCode, and the index stores only hashes."
+    "#3613: 'AaTopic#BB' and 'BBTopic#Aa' have the same Java hashCode, and the index stores only hashes."
     from mqstore.store import MessageStore
     root = Path(work) / "collision"
     clock = ManualClock()
     with MessageStore.open(root, SCENARIO_CONFIG, clock=clock) as store:
-        for key in ("Aa", "BB"):
+        for topic, key in (("AaTopic", "BB"), ("BBTopic", "Aa")):
             clock.tick()
-            store.put(Message("Orders", f"body of {key}".encode(), properties={"KEYS": key}))
+            store.put(Message(topic, f"{topic} {key}".encode(), properties={"KEYS": key}))
         store.wait_dispatched()
-        raw = store.index.query("Orders", "Aa", 0, 2**62)
-        hits = store.query("Orders", "Aa")
-    ok = len(raw.offsets) == 2 and [m.body for m in hits] == [b"body of Aa"]
-    return ScenarioResult("#3613", "keys 'Aa' and 'BB' (equal hashes)",
-                          "the query by key returned both messages",
+        raw = store.index.query("AaTopic", "BB", 0, 2**62)
+        hits = store.query("AaTopic", "BB")
+    ok = len(raw.offsets) == 2 and [m.body for m in hits] == [b"AaTopic BB"]
+    return ScenarioResult("#3613", "key BB in AaTopic, key Aa in BBTopic (equal hashes)",
+                          "the query by key returned the other topic's message too",
                           f"the index finds {len(raw.offsets)} candidates; the record check keeps {len(hits)}",
                           ok, None, {"candidates": len(raw.offsets), "served": len(hits)})
 

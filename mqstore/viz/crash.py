@@ -40,6 +40,7 @@ def plot_extents(extents, ax=None, title="what a power cut leaves"):
     return ax
 
 # %% ../../book/08_crash_lab.ipynb #c96b0493
+from collections import Counter
 from matplotlib.ticker import MaxNLocator
 
 PHASE_COLORS = {"starting": "#000000", "opening": "#E69F00", "writing": "#0072B2", "closed": "#009E73"}
@@ -78,7 +79,8 @@ def plot_kill_points(trials, ax=None):
         y = t.number + (0.2 if t.mode == "power" else -0.2)
         ax.plot(t.kill_after_s * 1000, y, MODE_MARKERS.get(t.mode, "o"), color=PHASE_COLORS.get(t.phase, "k"), ms=6)
     for phase, c in PHASE_COLORS.items():
-        ax.plot([], [], "o", color=c, label="closed, not killed" if phase == "closed" else f"kill while {phase}")
+        if any(t.phase == phase for t in trials):     # a legend entry only for a phase some kill hit
+            ax.plot([], [], "o", color=c, label="closed, not killed" if phase == "closed" else f"kill while {phase}")
     for mode, marker in MODE_MARKERS.items():
         ax.plot([], [], marker, color="#999999", label="SIGKILL" if mode == "kill" else "power cut")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -104,7 +106,9 @@ def plot_recovery_cost(trials, ax=None, extra=()):
             ax.plot(*zip(*pts), RECOVERY_MARKERS[mode], ls="none", label=f"{mode} recovery ({len(pts)})", **style)
     for label, replay, secs in extra:
         ax.plot(replay / 1024, secs * 1000, "*", color="#D55E00", ms=13, label=label)
-    ax.set_xlabel("replayed (KiB of commit log)", fontsize=9); ax.set_ylabel("recovery (ms)", fontsize=9)
+    at0 = Counter(t.recovery for t in trials if t.replay_bytes == 0)
+    ax.set_xlabel("replayed (KiB of commit log); at 0: "
+                  + ", ".join(f"{n} {m}" for m, n in sorted(at0.items())), fontsize=9); ax.set_ylabel("recovery (ms)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title("recovery time against replay length", fontsize=10)
     ax.legend(fontsize=8)
