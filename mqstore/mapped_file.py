@@ -9,7 +9,7 @@ import mmap, numbers, os
 from pathlib import Path
 from .errors import ConfigError, SegmentNameError
 
-OS_PAGE_SIZE = 4096  # RocketMQ's MappedFile.OS_PAGE_SIZE
+OS_PAGE_SIZE = 4096  # RocketMQ's MappedFile.OS_PAGE_SIZE: 4 KiB pages are assumed
 
 def offset_to_name(offset: int) -> str:
     "The 20-digit file name of a segment starting at `offset`."

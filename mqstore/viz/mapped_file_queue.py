@@ -84,7 +84,7 @@ def draw_queue(q, ax=None, title=None, marks=None):
     for mf in q.files:
         ax.text(mf.file_from_offset + q.file_size * 0.02, 1.08, f"wrote {mf.wrote_position}",
                 ha="left", fontsize=8, clip_on=True)
-    handles = [Patch(label=LEGEND[k], **KIND_PATCH[k]) for k in LEGEND if k in kinds]
+    handles = [Patch(label=LEGEND[k], **{**KIND_PATCH[k], "lw": 1}) for k in LEGEND if k in kinds]
     if any(mf.wrote_position < q.file_size for mf in q.files):
         handles.append(Patch(facecolor="white", ec="black", label="past wrote: zeros"))
     for label, off in (marks or {}).items():
