@@ -500,7 +500,7 @@ class MessageStore:
              read_only: bool = False, plugins=(), rebuild: bool = False) -> "MessageStore":
         """Lock, load, recover and start a store (a new one when the folder is empty or missing).
 
-    `read_only` changes nothing under the root, not a byte, a file or a timestamp: recovery's
+    `read_only` writes nothing under the root: recovery's
     verdict is applied in memory, and no lock is taken (so a running broker is never blocked,
     and a read-only open beside it sees the files as they are at that moment). `rebuild`
     (for `repair_store`) rebuilds the consume queues, index files and checkpoint from the log."""
