@@ -131,7 +131,7 @@ def draw_durability(log, checkpoint=None, start=None, ax=None, title=None):
                 bbox=dict(fc="white", ec="none", pad=0.5))
     for mf in log.mfq.files:
         if start < mf.file_from_offset < log.max_offset:
-            ax.axvline((mf.file_from_offset - start) / 1024, color="black", ls="--", lw=0.8)
+            ax.axvline((mf.file_from_offset - start) / 1024, color="black", ls="--", lw=0.8, zorder=4)
     ax.set_yticks([len(rows) - 1 - i + 0.35 for i in range(len(rows))], [r[0] for r in rows], fontsize=9)
     ax.set_xlim(0, (log.max_offset - start) / 1024 * 1.27)
     ax.set_ylim(-0.2, len(rows))
