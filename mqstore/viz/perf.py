@@ -38,8 +38,9 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
             a.axvspan(r - 0.5, r + 0.5, color="#999999", alpha=0.25, lw=0)
     ax[0].plot(rounds, rates[:, 0] / 1e3, "o-", color=KIND_COLORS["fast version"], label=names[0])
     ax[0].plot(rounds, rates[:, 1] / 1e3, "s--", color=KIND_COLORS["baseline"], label=names[1])
-    ax[0].set_ylim(0, rates.max() / 1e3 * 1.9)
-    _style(ax[0], "absolute rates, each round", "round", "thousand calls/s")
+    ax[0].set_yscale("log")
+    ax[0].set_ylim(rates.min() / 1e3 / 2, rates.max() / 1e3 * 8)
+    _style(ax[0], "absolute rates, each round", "round", "thousand calls/s (log scale)")
     ax[1].plot(rounds, ratio, "o-", color="#000000", label=f"{names[0]} / {names[1]}")
     ax[1].axhline(np.median(ratio), color=KIND_COLORS["variant"], ls=":", lw=1.5, label="median ratio")
     ax[1].set_ylim(0, ratio.max() * 1.9)
@@ -55,7 +56,7 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     """Every figure of a benchmark as a ratio to its baseline (the baseline bar is 1), on a log axis.
 
     `values` maps a bar's name to its measured rate; `kinds` maps it to a key of KIND_COLORS.
-    `limits` (the machine's) and `targets` are (label, rate) pairs in the same unit: they are
+    `limits` (reference lines measured on the machine) and `targets` are (label, rate) pairs in the same unit: they are
     divided by the baseline too and drawn as vertical lines."""
     names = list(values)
     base = values[baseline]
@@ -72,7 +73,7 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     for k, ((label, v), ls) in enumerate(zip(limits, ("--", "-."))):
         ax.axvline(v / base, color="#000000", ls=ls, lw=1.3, zorder=6)
         ax.text(v / base, 1.01, f"L{k + 1}", transform=top, ha="center", va="bottom", fontsize=8)
-        handles.append(Line2D([], [], color="#000000", ls=ls, label=f"L{k + 1}, machine limit: {label} ({times(v / base)})"))
+        handles.append(Line2D([], [], color="#000000", ls=ls, label=f"L{k + 1}, reference: {label} ({times(v / base)})"))
     for k, ((label, v), ls) in enumerate(zip(targets, (":", (0, (4, 1, 1, 1, 1, 1))))):
         ax.axvline(v / base, color=OKABE_ITO[5], ls=ls, lw=1.8, zorder=6)
         ax.text(v / base, 1.01, f"T{k + 1}", transform=top, ha="center", va="bottom", fontsize=8, color=OKABE_ITO[5])
