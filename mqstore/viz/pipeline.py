@@ -36,13 +36,13 @@ def draw_rate(per_second, ax=None, title="messages per second, by topic"):
 
 # %% ../../book/12_spark_pipeline.ipynb #b16fc14b
 def draw_sizes(sizes, ax=None, bins=40, title="record sizes (TOTALSIZE), by topic"):
-    "Histogram of record sizes per topic; `sizes` is a pandas frame with columns topic, total_size."
+    "Histogram of record sizes, one outline per topic (not stacked); `sizes` is a pandas frame with columns topic, total_size."
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
     lo, hi = sizes["total_size"].min(), sizes["total_size"].max()
     edges = np.linspace(lo, hi + 1, bins + 1)
     groups = sorted(sizes["topic"].unique())
-    ax.hist([sizes.loc[sizes["topic"] == t, "total_size"] for t in groups], bins=edges, stacked=True,
+    ax.hist([sizes.loc[sizes["topic"] == t, "total_size"] for t in groups], bins=edges, histtype="step", linewidth=1.6,
             color=[TOPIC_COLORS[i % len(TOPIC_COLORS)] for i in range(len(groups))], label=groups)
     ax.set_xlabel("bytes per record", fontsize=9)
     ax.set_yscale("log")
