@@ -9,7 +9,8 @@ __all__ = ['FAST_MODULES', 'enabled', 'fast_paths', 'fast_version', 'accelerated
 A reference function marked `@accelerated` runs its fast version from `mqstore.fast`
 when the fast paths are on (the default; MQSTORE_ACCEL=0 turns them off, so does
 `fast_paths(False)`) and its module can be imported. The compiled kernels are loaded
-only when a fast version first needs them; without numba, the fast versions take
+only when a fast version, or chapter 14's root recognition (which calls the
+column scans directly), first needs them; without numba, the fast versions take
 their numpy paths."""
 import functools, importlib, os
 from contextlib import contextmanager
