@@ -717,7 +717,7 @@ def scenario_index_after_crash(work) -> ScenarioResult:
     would_lose = sum(int((phy < ckpt_start).sum()) for name, phy in before if name in names)
     ok = report.ok and bool(dropped) and would_lose > 0
     return ScenarioResult("#8007", "kill with index files newer than the checkpoint",
-                          f"the newer index files are dropped, the replay from the checkpoint misses {would_lose} entries",
+                          f"the newer index files are dropped; inferred: the replay from the checkpoint misses {would_lose} entries",
                           f"the replay starts where the kept index ends ({dropped[0].replay_from if dropped else None}): "
                           f"{'every key found' if report.ok else 'keys missing'}",
                           ok, report, {"files": len(before), "dropped": len(names), "would_lose": would_lose,
@@ -757,7 +757,7 @@ def scenario_zero_cq_tail(work, units: int = 5) -> ScenarioResult:
     lost = {id(a) for a, _ in report.lost + report.torn}
     served = sum(1 for a in acks if (a.topic, a.queue_id) == (topic, qid) and id(a) not in lost)
     return ScenarioResult("#678", f"zero the last {units} units of a queue",
-                          "rebuilt if the checkpoint's logics timestamp did not run ahead of them",
+                          "not reproduced (the checkpoint is the clean stop's): #678 needs a logics timestamp ahead of the zeroed units",
                           f"rebuilt by the replay: all {served} messages of {topic}-{qid} served by queue",
                           report.ok and zeroed == units, report, {"zeroed": zeroed, "served": served})
 

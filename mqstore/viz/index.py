@@ -34,7 +34,8 @@ def draw_chains(f, ax=None, title=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 3.4))
     slots = f.slots()
-    colour = lambda s: OKABE_ITO[s % len(OKABE_ITO)]
+    palette = [c if c != "#F0E442" else "#8C564B" for c in OKABE_ITO]   # brown for yellow: faint on white
+    colour = lambda s: palette[s % len(palette)]
     ink = lambda s: "white" if colour(s) in ("#000000", "#0072B2") else "black"
     for s in range(f.slot_num):
         x = s * width / f.slot_num
