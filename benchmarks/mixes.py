@@ -54,98 +54,82 @@ def _message(i, topic, body, props, r, queues=4, v6=False, sys_flag=0):
                    born_timestamp=1_700_000_000_000 + i, born_host=_v6(r) if v6 else _v4(r))
 
 
-def ascii_only(n, first=0, seed=1):
+def mix(one):
+    "A mix from `one(i, r)`, the message number i built with its own seeded random r: `(n, first=0, seed=1) -> list`."
+    def make(n, first=0, seed=1):
+        return [one(i, _rng(seed, i)) for i in range(first, first + n)]
+    make.__name__, make.__doc__ = one.__name__, one.__doc__
+    return make
+
+
+@mix
+def ascii_only(i, r):
     "ASCII everywhere: 8 short topics x 4 queues, bodies 0-2 KB, TAGS, 1-3 KEYS, UNIQ_KEY, IPv4 hosts."
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        props = {"TAGS": r.choice(["TagA", "TagB", "created", "paid"]), "UNIQ_KEY": _uniq(i),
-                 "KEYS": " ".join(f"key-{r.randrange(1 << 30)}" for _ in range(r.randrange(1, 4)))}
-        out.append(_message(i, f"topic-{i % 8}", _body(r, 0, 2048), props, r))
-    return out
+    props = {"TAGS": r.choice(["TagA", "TagB", "created", "paid"]), "UNIQ_KEY": _uniq(i),
+             "KEYS": " ".join(f"key-{r.randrange(1 << 30)}" for _ in range(r.randrange(1, 4)))}
+    return _message(i, f"topic-{i % 8}", _body(r, 0, 2048), props, r)
 
 
-def non_ascii(n, first=0, seed=1):
+@mix
+def non_ascii(i, r):
     "Keys and tags in accented Latin, CJK and (1 in 20) characters outside the BMP; ASCII topics, as RocketMQ requires."
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        words = LATIN + CJK + (EMOJI if i % 20 == 0 else [])
-        keys = [f"{r.choice(words)}-{r.randrange(1 << 20)}" for _ in range(r.randrange(1, 4))]
-        props = {"TAGS": r.choice(CJK + LATIN), "UNIQ_KEY": _uniq(i), "KEYS": " ".join(keys),
-                 "région": r.choice(LATIN)}
-        out.append(_message(i, f"topic-{i % 8}", _body(r, 0, 2048), props, r))
-    return out
+    words = LATIN + CJK + (EMOJI if i % 20 == 0 else [])
+    keys = [f"{r.choice(words)}-{r.randrange(1 << 20)}" for _ in range(r.randrange(1, 4))]
+    props = {"TAGS": r.choice(CJK + LATIN), "UNIQ_KEY": _uniq(i), "KEYS": " ".join(keys), "région": r.choice(LATIN)}
+    return _message(i, f"topic-{i % 8}", _body(r, 0, 2048), props, r)
 
 
-def ipv6(n, first=0, seed=1):
+@mix
+def ipv6(i, r):
     "Every born host IPv6 (20-byte host fields); otherwise the ASCII mix."
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        props = {"TAGS": "TagA", "UNIQ_KEY": _uniq(i), "KEYS": f"key-{r.randrange(1 << 30)}"}
-        out.append(_message(i, f"topic-{i % 8}", _body(r, 0, 2048), props, r, v6=True))
-    return out
+    props = {"TAGS": "TagA", "UNIQ_KEY": _uniq(i), "KEYS": f"key-{r.randrange(1 << 30)}"}
+    return _message(i, f"topic-{i % 8}", _body(r, 0, 2048), props, r, v6=True)
 
 
-def compressed(n, first=0, seed=1):
+@mix
+def compressed(i, r):
     "Bodies of 4-16 KB of text, zlib-compressed as RocketMQ's producer does above 4 KB (sysFlag bit 0 set)."
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        size = r.randrange(4096, 16385)
-        at = r.randrange(len(_TEXT) - size)
-        props = {"TAGS": "TagA", "UNIQ_KEY": _uniq(i), "KEYS": f"key-{i}"}
-        out.append(_message(i, f"topic-{i % 8}", zlib.compress(_TEXT[at:at + size], 5), props, r,
-                            sys_flag=COMPRESSED_FLAG))
-    return out
+    size = r.randrange(4096, 16385)
+    at = r.randrange(len(_TEXT) - size)
+    props = {"TAGS": "TagA", "UNIQ_KEY": _uniq(i), "KEYS": f"key-{i}"}
+    return _message(i, f"topic-{i % 8}", zlib.compress(_TEXT[at:at + size], 5), props, r, sys_flag=COMPRESSED_FLAG)
 
 
-def long_topics(n, first=0, seed=1):
+LONG_TOPICS = [(f"very-long-topic-{k}-" + "x" * 127)[:127] for k in range(4)]
+
+
+@mix
+def long_topics(i, r):
     "Topics of 127 characters (the longest a version-1 record's one-byte length holds), 4 of them."
-    names = [(f"very-long-topic-{k}-" + "x" * 127)[:127] for k in range(4)]
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        props = {"TAGS": "TagA", "UNIQ_KEY": _uniq(i), "KEYS": f"key-{r.randrange(1 << 30)}"}
-        out.append(_message(i, names[i % 4], _body(r, 0, 2048), props, r))
-    return out
+    props = {"TAGS": "TagA", "UNIQ_KEY": _uniq(i), "KEYS": f"key-{r.randrange(1 << 30)}"}
+    return _message(i, LONG_TOPICS[i % 4], _body(r, 0, 2048), props, r)
 
 
-def tiny(n, first=0, seed=1):
+@mix
+def tiny(i, r):
     "Many tiny messages: bodies of 0-32 bytes, a UNIQ_KEY and nothing else (the per-record cost)."
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        out.append(_message(i, f"t{i % 8}", _body(r, 0, 32), {"UNIQ_KEY": _uniq(i)}, r))
-    return out
+    return _message(i, f"t{i % 8}", _body(r, 0, 32), {"UNIQ_KEY": _uniq(i)}, r)
 
 
-def large(n, first=0, seed=1):
+@mix
+def large(i, r):
     "Few large messages: bodies of 256 KB to 4 MB minus 1 KB (under the default maxMessageSize of 4 MB)."
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        props = {"TAGS": "big", "UNIQ_KEY": _uniq(i), "KEYS": f"file-{i}"}
-        out.append(_message(i, f"blobs-{i % 2}", _body(r, 256 * 1024, 4 * MB - 1024), props, r))
-    return out
+    props = {"TAGS": "big", "UNIQ_KEY": _uniq(i), "KEYS": f"file-{i}"}
+    return _message(i, f"blobs-{i % 2}", _body(r, 256 * 1024, 4 * MB - 1024), props, r)
 
 
 ROCKETMQ_TOPICS = ["TopicTest", "orders", "payments", "audit-log", ("T" * 120 + "-long-x")[:127]]
 
 
-def rocketmq(n, first=0, seed=1):
+@mix
+def rocketmq(i, r):
     """The mix of issue 30's comparison with RocketMQ's DefaultMessageStore: five topics (one of 127
     characters), three queues each, bodies of 0 to 1.8 KB (one in eleven empty), one born host in six
     IPv6, TAGS, three KEYS of which one has a non-ASCII character (clé-N), one custom property, a UNIQ_KEY."""
-    out = []
-    for i in range(first, first + n):
-        r = _rng(seed, i)
-        body = b"" if i % 11 == 0 else _body(r, 1, 1800)
-        props = {"TAGS": f"Tag{i % 5}", "KEYS": f"k-{i} order-{i % 1000} clé-{i}", "custom": f"v{i % 100}",
-                 "UNIQ_KEY": _uniq(i)}
-        out.append(_message(i, ROCKETMQ_TOPICS[i % 5], body, props, r, queues=3, v6=i % 6 == 0))
-    return out
+    body = b"" if i % 11 == 0 else _body(r, 1, 1800)
+    props = {"TAGS": f"Tag{i % 5}", "KEYS": f"k-{i} order-{i % 1000} clé-{i}", "custom": f"v{i % 100}",
+             "UNIQ_KEY": _uniq(i)}
+    return _message(i, ROCKETMQ_TOPICS[i % 5], body, props, r, queues=3, v6=i % 6 == 0)
 
 
 MIXES = {"ascii": ascii_only, "non-ascii": non_ascii, "ipv6": ipv6, "compressed": compressed,

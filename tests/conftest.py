@@ -34,3 +34,20 @@ def broker_conf5(tmp_path) -> str:
     path = tmp_path / "broker-geometry.conf"
     path.write_text(GEOMETRY5)
     return str(path)
+
+
+@pytest.fixture
+def shadow_disk(tmp_path):
+    """Chapter 8's power-loss model around a test: a live folder, its shadow disk, and the listener
+    that copies every flushed range to the disk (removed afterwards). Yields (live, disk)."""
+    from mqstore.crash import ShadowDisk, prepare_disk
+    from mqstore.mapped_file import FLUSH_LISTENERS
+    live, disk = tmp_path / "live", tmp_path / "disk"
+    live.mkdir()
+    prepare_disk(live, disk)
+    shadow = ShadowDisk(live, disk)
+    FLUSH_LISTENERS.append(shadow)
+    try:
+        yield live, disk
+    finally:
+        FLUSH_LISTENERS.remove(shadow)

@@ -109,28 +109,21 @@ def test_workload_is_deterministic():
 
 # -- the power-loss model ------------------------------------------------------------------------
 
-def test_shadow_disk_keeps_only_flushed_bytes(tmp_path):
-    live, disk = tmp_path / "live", tmp_path / "disk"
-    live.mkdir()
-    prepare_disk(live, disk)
-    shadow = ShadowDisk(live, disk)
-    FLUSH_LISTENERS.append(shadow)
-    try:
-        mf = MappedFile.create(live / "commitlog", 0, 8192)
-        mf.append(b"A" * 100)
-        mf.flush()                                    # durable: the first page
-        mf.append(b"B" * 5000)                        # in the page cache only
-        other = MappedFile.create(live / "commitlog", 8192, 8192)
-        other.append(b"C" * 10)                       # never flushed
-        (live / "abort").touch()
-        doomed = MappedFile.create(live / "x", 0, 4096)
-        doomed.flush()                                # created and flushed: exists on disk
-        doomed.destroy()                              # deleted, then another flush commits that
-        mf.force()
-        tail = MappedFile.create(live / "y", 0, 4096)   # created after the last flush: not on disk
-        mf.close(); other.close(); tail.close()
-    finally:
-        FLUSH_LISTENERS.remove(shadow)
+def test_shadow_disk_keeps_only_flushed_bytes(shadow_disk):
+    live, disk = shadow_disk
+    mf = MappedFile.create(live / "commitlog", 0, 8192)
+    mf.append(b"A" * 100)
+    mf.flush()                                    # durable: the first page
+    mf.append(b"B" * 5000)                        # in the page cache only
+    other = MappedFile.create(live / "commitlog", 8192, 8192)
+    other.append(b"C" * 10)                       # never flushed
+    (live / "abort").touch()
+    doomed = MappedFile.create(live / "x", 0, 4096)
+    doomed.flush()                                # created and flushed: exists on disk
+    doomed.destroy()                              # deleted, then another flush commits that
+    mf.force()
+    tail = MappedFile.create(live / "y", 0, 4096)   # created after the last flush: not on disk
+    mf.close(); other.close(); tail.close()
     power_cut(live, disk)
     data = (live / "commitlog" / f"{0:020d}").read_bytes()
     assert data[:100] == b"A" * 100 and data[100:5100] == b"B" * 5000          # forced at the end

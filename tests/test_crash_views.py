@@ -1,27 +1,20 @@
 """Chapter 8's views of the lab: `written_extents` (page cache against the shadow disk) and
 `trial_table` (one line per trial)."""
-from mqstore.crash import ShadowDisk, Trial, power_cut, prepare_disk, trial_table, written_extents
-from mqstore.mapped_file import MappedFile, FLUSH_LISTENERS
+from mqstore.crash import Trial, power_cut, trial_table, written_extents
+from mqstore.mapped_file import MappedFile
 
 
-def test_written_extents_show_what_was_flushed(tmp_path):
-    live, disk = tmp_path / "live", tmp_path / "disk"
-    live.mkdir()
-    prepare_disk(live, disk)
-    shadow = ShadowDisk(live, disk)
-    FLUSH_LISTENERS.append(shadow)
-    try:
-        a = MappedFile.create(live / "commitlog", 0, 8192)
-        a.append(b"A" * 100)
-        a.flush()
-        a.append(b"B" * 50)                             # page cache only
-        b = MappedFile.create(live / "q", 0, 4096)
-        b.append(b"C" * 10)                             # never flushed, created before a flush
-        a.force()
-        rows = written_extents(live, disk)
-        a.close(); b.close()
-    finally:
-        FLUSH_LISTENERS.remove(shadow)
+def test_written_extents_show_what_was_flushed(shadow_disk):
+    live, disk = shadow_disk
+    a = MappedFile.create(live / "commitlog", 0, 8192)
+    a.append(b"A" * 100)
+    a.flush()
+    a.append(b"B" * 50)                             # page cache only
+    b = MappedFile.create(live / "q", 0, 4096)
+    b.append(b"C" * 10)                             # never flushed, created before a flush
+    a.force()
+    rows = written_extents(live, disk)
+    a.close(); b.close()
     assert rows == [(f"commitlog/{0:020d}", 150, 150), (f"q/{0:020d}", 10, 0)]
     power_cut(live, disk)
     assert written_extents(live, live) == [(f"commitlog/{0:020d}", 150, 150), (f"q/{0:020d}", 0, 0)]
@@ -35,25 +28,18 @@ def test_trial_table_has_a_line_per_trial_and_names_a_failure():
     assert len(lines) == 3 and lines[1].endswith("ok") and lines[2].endswith("FAILED: lost: k1")
 
 
-def test_written_extents_tell_a_missing_file_from_a_zeroed_one(tmp_path):
+def test_written_extents_tell_a_missing_file_from_a_zeroed_one(shadow_disk):
     "None: no such file on that side; 0: the file is there, all zeros (chapter 8's picture labels both)."
-    live, disk = tmp_path / "live", tmp_path / "disk"
-    live.mkdir()
-    prepare_disk(live, disk)
-    shadow = ShadowDisk(live, disk)
-    FLUSH_LISTENERS.append(shadow)
-    try:
-        a = MappedFile.create(live / "commitlog", 0, 8192)
-        a.append(b"A" * 100)
-        q = MappedFile.create(live / "q", 0, 4096)
-        q.append(b"Q" * 10)                             # created before a flush: on disk, all zeros
-        a.flush()
-        t = MappedFile.create(live / "t", 0, 4096)
-        t.append(b"T" * 10)                             # created after the last flush: no file on disk
-        rows = {name: (c, d) for name, c, d in written_extents(live, disk)}
-        a.close(); q.close(); t.close()
-    finally:
-        FLUSH_LISTENERS.remove(shadow)
+    live, disk = shadow_disk
+    a = MappedFile.create(live / "commitlog", 0, 8192)
+    a.append(b"A" * 100)
+    q = MappedFile.create(live / "q", 0, 4096)
+    q.append(b"Q" * 10)                             # created before a flush: on disk, all zeros
+    a.flush()
+    t = MappedFile.create(live / "t", 0, 4096)
+    t.append(b"T" * 10)                             # created after the last flush: no file on disk
+    rows = {name: (c, d) for name, c, d in written_extents(live, disk)}
+    a.close(); q.close(); t.close()
     assert rows[f"q/{0:020d}"] == (10, 0) and rows[f"t/{0:020d}"] == (10, None)
 
 
