@@ -50,6 +50,12 @@ recovery_explorer(faults=("crash", "power_cut"), crash_points=(5, 25), before_cr
 ]
 
 
+KERNEL_IDLE = """() => { const w = window.jupyterapp.shell.currentWidget;
+    const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+    return !!k && k.status === 'idle'; }"""
+STARTED = """() => [...document.querySelectorAll('.jp-InputPrompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))"""
+
+
 def _need(condition, reason):
     if not condition:
         if os.environ.get("CI"):
@@ -127,8 +133,14 @@ def notebook(lab):
                                timeout=120_000)
         page.wait_for_function("() => document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-Notebook')",
                                timeout=60_000)
-        page.wait_for_timeout(1500)                       # the kernel session starts with the notebook panel
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.wait_for_function(KERNEL_IDLE, timeout=180_000)  # the notebook's kernel is connected and idle
+        for _ in range(3):                                # run all; again if no cell started (a busy machine)
+            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            try:
+                page.wait_for_function(STARTED, timeout=60_000)
+                break
+            except Exception:
+                page.wait_for_function(KERNEL_IDLE, timeout=60_000)
         try:
             page.wait_for_function("() => document.querySelectorAll('.mqx[data-ready=\"1\"]').length === 3",
                                    timeout=240_000)
