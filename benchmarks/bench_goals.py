@@ -18,27 +18,20 @@ Goals (RocketMQ's DefaultMessageStore on this machine kind, issue 30): abnormal 
 least as fast as RocketMQ's 1.7 s (scaled by the store's size in GiB); normal recovery at least as fast
 as abnormal; MessageStore.put >= 100,000 msg/s; verify >= 0.4 GB/s under 300 MB; open of an empty
 store < 0.2 s; inspect of a 1 GiB store < 0.3 s wall. Each goal is printed per mix, then the slowest."""
-import json, os, shutil, statistics, subprocess, sys, tempfile, time
+import json, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GIB, RESULTS, load, machine, repeats, scale, spread
+from _common import GIB, RESULTS, load, machine, mix_config as config, repeats, scale, spread
+from bench_recovery import open_timed as _open_timed
+from bench_verify import COMMAND as CLI, child_hwm
 from mixes import chosen, mean_record
 
 from mqstore.checkpoint import create_abort_file
-from mqstore.config import StoreConfig
 from mqstore.store import MessageStore
 
-HWM = ("import atexit, sys; atexit.register(lambda: sys.stderr.write(next(l for l in open('/proc/self/status') "
-       "if l.startswith('VmHWM')))); ")
-CLI = [sys.executable, "-c", HWM + "from mqstore.cli import main; sys.exit(main())"]
 RECOVERY_S_PER_GIB = 1.7            # RocketMQ's abnormal recovery of 1 GiB here, the faster end of 1.7-2.0 s
 PUT_PER_S, VERIFY_GB_S, VERIFY_MB, OPEN_S, INSPECT_S = 100_000, 0.4, 300, 0.2, 0.3
-
-
-def config(**changes):
-    "RocketMQ's defaults (queue and index sizes), one segment of 1 GiB at scale 1, async flush."
-    return StoreConfig(commit_log_file_size=max(4 << 20, int(GIB * scale()) >> 20 << 20), **changes)
 
 
 def build(root: Path, make, nbytes: int, chunk: int = 5_000, batch: int = 500) -> tuple[int, int]:
@@ -65,17 +58,11 @@ def child(args) -> tuple[float, int, str]:
     p = subprocess.run(CLI + args, capture_output=True)
     dt = time.perf_counter() - t0
     assert p.returncode == 0, (args, p.returncode, p.stdout[-400:], p.stderr[-800:])
-    hwm = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("VmHWM")][-1]
-    return dt, int(hwm.split()[1]) * 1024, p.stdout.decode(errors="replace")
+    return dt, child_hwm(p.stderr), p.stdout.decode(errors="replace")
 
 
 def open_timed(root: Path) -> tuple[float, bool]:
-    t0 = time.perf_counter()
-    store = MessageStore.open(root, config())
-    dt = time.perf_counter() - t0
-    ok = store.last_exit_ok
-    store.close()
-    return dt, ok
+    return _open_timed(root, config())
 
 
 def put_rate(root: Path, make, n: int) -> float:
