@@ -100,7 +100,7 @@ class CommitLog:
         self._base_of = (None, 0)
 
     def load(self) -> "CommitLog":
-        "Map the segments already on disk (read-only: mapped for reading, nothing on disk changed)."
+        "Map the segments already on disk (read-only: mapped for reading only)."
         self.mfq.load(read_only=self.read_only)
         return self
 

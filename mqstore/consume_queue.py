@@ -398,7 +398,7 @@ def check_get_arguments(topic, queue_id, offset, max_count, tags) -> None:
 
 # %% ../book/05_dispatch.ipynb #0d9d75fc
 class GetMessageStatus(Enum):
-    "RocketMQ's GetMessageStatus, the values a read can end with."
+    "The values a read can end with: eight of RocketMQ's GetMessageStatus, and UNIT_MISMATCH."
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
