@@ -43,6 +43,7 @@ def stage_total(profile) -> float:
 def draw_profile(profiles: dict, title: str, n: int = 5):
     "A panel per stage: its top mqstore functions by self time, the other mqstore functions, the rest."
     stages = [s for s in profiles if hasattr(profiles[s], "runcall")]
+    drawn = set()
     fig, axes = plt.subplots(len(stages), 1, figsize=(7.2, 1.8 * len(stages) + 0.9), squeeze=False)
     for ax, stage in zip(axes.flat, stages):
         rows, total = top_functions(profiles[stage], 10**6), stage_total(profiles[stage])
@@ -51,6 +52,7 @@ def draw_profile(profiles: dict, title: str, n: int = 5):
         labels = [r[0] for r in rows] + ["smaller mqstore functions", "outside mqstore"]
         ms = [1000 * r[2] for r in rows] + [1000 * (mq - sum(r[2] for r in rows)), 1000 * max(0.0, total - mq)]
         colors = [PART_COLORS[r[1]] for r in rows] + ["#777777", "#BBBBBB"]
+        drawn |= {r[1] for r in rows}
         ax.barh(range(len(ms))[::-1], ms, color=colors, edgecolor="#444444", lw=0.4)
         for y, v in zip(range(len(ms))[::-1], ms):                  # the value, for bars too thin to see
             ax.text(v + max(ms) * 0.01, y, f"{v:.1f}" if v < 10 else f"{v:.0f}", va="center", fontsize=7)
@@ -59,8 +61,9 @@ def draw_profile(profiles: dict, title: str, n: int = 5):
         ax.set_title(f"{stage}: {1000 * total:.0f} ms in all", fontsize=9, loc="left")
         ax.set_xlabel("self time (ms, under cProfile; each panel has its own scale)", fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PART_COLORS.values()]
-    fig.legend(handles, list(PART_COLORS), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    shown = [p for p in PART_COLORS if p in drawn]                   # the legend: only the parts with a bar
+    handles = [plt.Rectangle((0, 0), 1, 1, color=PART_COLORS[p]) for p in shown]
+    fig.legend(handles, shown, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     fig.tight_layout(rect=(0, 0.75 / (1.8 * len(stages) + 0.9), 1, 1))
     return fig
