@@ -61,13 +61,15 @@ def plot_acknowledged(trials, ax=None):
             ax.bar(x[sel], acked[sel], color=MODE_COLORS[mode], width=0.8, label=label)
     ax.plot(x, served, "k.", ms=6, label="served after recovery")
     bad = [i for i, t in enumerate(trials) if not t.ok]
-    if bad:
-        ax.plot(bad, acked[bad], "x", color="#D55E00", ms=9, label="lost, torn or broken")
+    ax.plot(x[bad], acked[bad], "x", color="#D55E00", ms=9, label="lost, torn or broken")   # in the legend even when empty
+    for i in range(1, len(trials)):
+        if trials[i].mode != trials[i - 1].mode:                    # where the numbering restarts: the next mode
+            ax.axvline(i - 0.5, color="#999999", ls="--", lw=1)
     ax.set_xticks(x[::5], [str(t.number) for t in trials][::5])
     ax.set_xlabel("trial number (per mode, as in trial_table)", fontsize=9); ax.set_ylabel("messages", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title("every acknowledged message comes back", fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
     return ax
 
 # %% ../../book/08_crash_lab.ipynb #7fb4fc6a
