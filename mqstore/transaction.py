@@ -178,7 +178,7 @@ class TransactionStateTable:
 
 # %% ../book/09_transactions.ipynb #0beeb568
 def flush_files(mfq: MappedFileQueue) -> None:
-    "Flush every file of a queue once (looping on `mfq.flush()` never ends when the last file is full)."
+    "Flush every file of a queue once (the full ones included)."
     for mf in mfq.files:
         mf.flush(0)
     mfq.flushed_where = mfq.committed_where = mfq.max_offset
