@@ -3,15 +3,15 @@
 # %% auto #0
 __all__ = ['TS_STORE_UNIT_SIZE', 'TS_STATE_POS', 'REDO_LOG_TOPIC', 'REDO_LOG_QUEUE_ID', 'PREPARED_TAGS_CODE',
            'STATE_NAMES', 'FILLER_UNIT_SIZE', 'STATE_UNIT_DTYPE', 'DECISIONS', 'FILLER_STATE_UNIT',
-           'HALF_TOPIC', 'OP_TOPIC', 'CHECK_MAX_TOPIC', 'OP_TAG', 'PROPERTY_TRANSACTION_ID',
-           'prepared_message', 'StateUnit', 'valid_state_units', 'TransactionStateTable', 'flush_files',
-           'open_redo_log', 'redo_append', 'scan_redo_log', 'BrokerMessage', 'end_message',
-           'check_prepared_record', 'check_state_unit', 'update_state', 'legacy_update_state',
-           'prepared_age_ms', 'legacy_age_ms', 'LocalTransactionState', 'CheckedBack', 'CheckReport',
-           'scan_for_check', 'prepared_unit', 'RebuildReport', 'redo_history', 'rebuild_state_table',
-           'legacy_redo_scan', 'legacy_rebuild', 'TransactionConfig', 'StateTableRecovered',
-           'TransactionCheckService', 'TransactionService', 'last_prepared_in_redo', 'half_message',
-           'real_message', 'HalfTopicTransactions']
+           'DISPATCH_WAIT_S', 'HALF_TOPIC', 'OP_TOPIC', 'CHECK_MAX_TOPIC', 'OP_TAG',
+           'PROPERTY_TRANSACTION_ID', 'prepared_message', 'StateUnit', 'valid_state_units',
+           'TransactionStateTable', 'flush_files', 'open_redo_log', 'redo_append', 'scan_redo_log',
+           'BrokerMessage', 'end_message', 'check_prepared_record', 'check_state_unit', 'update_state',
+           'legacy_update_state', 'prepared_age_ms', 'legacy_age_ms', 'LocalTransactionState', 'CheckedBack',
+           'CheckReport', 'scan_for_check', 'prepared_unit', 'RebuildReport', 'redo_history',
+           'rebuild_state_table', 'legacy_redo_scan', 'legacy_rebuild', 'TransactionConfig',
+           'StateTableRecovered', 'TransactionCheckService', 'dispatched', 'TransactionService',
+           'last_prepared_in_redo', 'half_message', 'real_message', 'HalfTopicTransactions']
 
 # %% ../book/09_transactions.ipynb #77e8d43e
 import struct, threading
@@ -476,7 +476,14 @@ class TransactionCheckService(threading.Thread):
         self.join()
 
 # %% ../book/09_transactions.ipynb #0c5f0bca
-from .errors import OffsetError
+from .errors import OffsetError, StoreServiceError
+
+DISPATCH_WAIT_S = 600.0      # a first dispatch may compile its kernels (chapter 10): minutes on a loaded machine
+
+def dispatched(store) -> None:
+    "Wait until the store's queues hold every record written so far; a dispatch that never catches up is an error."
+    if not store.wait_dispatched(DISPATCH_WAIT_S):
+        raise StoreServiceError(f"dispatch did not catch up within {DISPATCH_WAIT_S:g} s", "ReputMessageService")
 
 class TransactionService:
     "RocketMQ 3.x transactional messages as a store plugin: state table, redo log, end, check-back."
@@ -638,7 +645,7 @@ class TransactionService:
                 raise UnknownTransactionError(f"no prepared message at offset {offset}: {e}") from None
             check_prepared_record(prepared, offset, slot, group)
             if slot >= self.table.units:                  # prepared, not yet dispatched
-                self.store.wait_dispatched()
+                dispatched(self.store)
             with self._lock:
                 check_state_unit(self.table.read(slot), offset, slot, group, self.pending)
                 self.pending[slot] = decision
@@ -777,14 +784,14 @@ class HalfTopicTransactions:
         return self.store.put(half_message(msg, group))
 
     def _half(self, half_offset: int):
-        self.store.wait_dispatched()
+        dispatched(self.store)
         got = self.store.get(HALF_TOPIC, 0, half_offset, 1).messages
         if not got or got[0].queue_offset != half_offset:
             raise UnknownTransactionError(f"no half message at queue offset {half_offset}")
         return got[0]
 
     def _read_ops(self) -> None:
-        self.store.wait_dispatched()
+        dispatched(self.store)
         while True:
             got = self.store.get(OP_TOPIC, 0, self.op_progress, 32)
             if not got.messages:
