@@ -341,7 +341,7 @@ def draw_schedule_units(rows, ax=None):
 from matplotlib.patches import FancyArrowPatch
 from matplotlib.lines import Line2D
 
-_ROLES = {"half (open)": OKABE_ITO[5], "half (closed)": OKABE_ITO[1], "commit": OKABE_ITO[2], "op (tag d)": OKABE_ITO[0]}
+_ROLES = {"half (open)": OKABE_ITO[5], "half (closed)": OKABE_ITO[1], "commit": OKABE_ITO[2], "op (tag d)": OKABE_ITO[3]}
 _ARROWS = {"op closes half": ("black", "-"), "commit: half with its UNIQ_KEY": ("black", ":")}
 
 def draw_half_ops(records, ax=None):
