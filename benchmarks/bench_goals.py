@@ -22,7 +22,7 @@ import json, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GIB, RESULTS, load, machine, mix_config as config, repeats, scale, spread
+from _common import GIB, RESULTS, child_env, load, machine, mix_config as config, repeats, scale, spread
 from bench_recovery import open_timed as _open_timed
 from bench_verify import COMMAND as CLI, child_hwm
 from mixes import chosen, mean_record
@@ -55,7 +55,7 @@ def build(root: Path, make, nbytes: int, chunk: int = 5_000, batch: int = 500) -
 def child(args) -> tuple[float, int, str]:
     "(wall seconds, peak RSS in bytes, stdout) of `mqstore ARGS` in a fresh interpreter."
     t0 = time.perf_counter()
-    p = subprocess.run(CLI + args, capture_output=True)
+    p = subprocess.run(CLI + args, capture_output=True, env=child_env())
     dt = time.perf_counter() - t0
     assert p.returncode == 0, (args, p.returncode, p.stdout[-400:], p.stderr[-800:])
     return dt, child_hwm(p.stderr), p.stdout.decode(errors="replace")
@@ -129,7 +129,8 @@ def open_empty(repeat: int, work: Path) -> dict:
     for k in range(repeat + 1):
         folder = work / f"empty{k}"
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-c", OPEN_EMPTY, str(folder)], capture_output=True, text=True, check=True)
+        p = subprocess.run([sys.executable, "-c", OPEN_EMPTY, str(folder)], capture_output=True, text=True, check=True,
+                           env=child_env())
         wall = time.perf_counter() - t0
         imp, op = map(float, p.stdout.split())
         runs.append((imp, op, wall))

@@ -241,7 +241,8 @@ def cmd_inspect(args) -> int:
     config = command_config(args)
     with open_store(args.root, config=config) as store:
         d = describe_store(store)
-    d["structures"] = recognise_store(args.root, config)
+    found = getattr(args, "structures", None)              # recognised once by `guarded` below
+    d["structures"] = recognise_store(args.root, config) if found is None else found
     _emit(args, d, format_description(d) + "\n" + format_structures(d["structures"], config, args.root))
     return 0
 
@@ -552,9 +553,10 @@ def writes_into(args):
 def guarded(fn):
     "The sub-command `fn`, behind chapter 14's recognition (`mqstore.modern.check_writable`)."
     def run(args):
-        from mqstore.modern import check_writable, skipped_line, writing_as
+        from mqstore.modern import check_writable, recognise_store, skipped_line, writing_as
         if args.command in READING_COMMANDS:
-            if line := skipped_line(args.root, command_config(args)):
+            args.structures = recognise_store(args.root, command_config(args))   # once: it reads every record
+            if line := skipped_line(args.root, command_config(args), args.structures):
                 print(f"mqstore {args.command}: {line}", file=sys.stderr)
             return fn(args)
         if (target := writes_into(args)) is None:

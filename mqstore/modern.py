@@ -308,9 +308,10 @@ READ_BY_MQSTORE = {"batch consume queues": False, "timer files": False, "RocksDB
                    "commit log in several folders": False, "commit log outside the root": False,
                    "unknown entries": False}     # every other structure is read
 
-def skipped_line(root, config: StoreConfig | None = None) -> str:
-    "One line naming what a reading command leaves aside in this store, or '' when nothing."
-    skipped = [s for s in recognise_store(root, config) if not READ_BY_MQSTORE.get(s["name"], True)]
+def skipped_line(root, config: StoreConfig | None = None, structures=None) -> str:
+    "One line naming what a reading command leaves aside in this store (or in `structures` found in it), or ''."
+    structures = recognise_store(root, config) if structures is None else structures
+    skipped = [s for s in structures if not READ_BY_MQSTORE.get(s["name"], True)]
     return "" if not skipped else "skipped (not read by mqstore): " + "; ".join(
         f"{s['name']} ({', '.join(s['where'][:3])}{', ...' if len(s['where']) > 3 else ''})" for s in skipped)
 
@@ -1321,8 +1322,6 @@ def read_broker_conf(path, base: StoreConfig | None = None) -> BrokerConf:
     return parse_broker_conf(data.decode("latin-1"), base, where=str(path))
 
 # %% ../book/14_modern_stores.ipynb #d58d1aa5
-from .cli import infer_config
-
 _SIZE_KEYS = {"commit_log_file_size": ("mappedFileSizeCommitLog", "the commit log's segments"),
               "consume_queue_units": ("mappedFileSizeConsumeQueue", "the consume-queue files"),
               "index_file_size": ("maxHashSlotNum/maxIndexNum", "the index files")}
@@ -1330,6 +1329,7 @@ _SIZE_KEYS = {"commit_log_file_size": ("mappedFileSizeCommitLog", "the commit lo
 def config_for_store(root, conf) -> StoreConfig:
     """The StoreConfig of the store at `root` under a broker.conf (a path or a BrokerConf): the file's
     settings, the sizes it does not set taken from the files; a size the files contradict is an error."""
+    from mqstore.cli import infer_config     # chapter 13 (here, so that opening a store does not load the command)
     conf = conf if isinstance(conf, BrokerConf) else read_broker_conf(conf)
     files = infer_config(root, base=conf.config)          # the sizes the files have, where there are files
     keys = {BROKER_KEYS[k][0] for k in conf.given}
@@ -1346,12 +1346,12 @@ def config_for_store(root, conf) -> StoreConfig:
 
 # %% ../book/14_modern_stores.ipynb #cd4950a8
 import numpy as np
-from .auditing import store_segments, mapped_segment   # chapter 12: the log's segments, mapped
 from .errors import DelayLevelsUnknownError
 from .message import SCHEDULE_TOPIC
 
 def delayed_records(root, config: StoreConfig | None = None) -> int:
     "How many records of the log are in SCHEDULE_TOPIC_XXXX (a read-only scan of their topics)."
+    from mqstore.auditing import store_segments, mapped_segment   # chapter 12: the log's segments, mapped
     from mqstore.fast.dispatch import scan_topic_ids   # chapter 10.2: loaded only when needed
     from mqstore.fast.records import scan_segment   # chapter 10.1: loaded only when needed
     n = 0

@@ -157,3 +157,59 @@ def test_compiled_crc_is_zlibs(data, start):
     import zlib
     buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
     assert _kernel_crc()(buf, np.uint32(start)) == zlib.crc32(data, start)
+
+
+# every plane: ASCII, Latin, CJK, the private use areas, and planes 1-16 (two UTF-16 units each)
+PLANES = [(0x20, 0x7E), (0x80, 0x7FF), (0x800, 0xD7FF), (0xE000, 0xFFFD)] + [
+    (p << 16, (p << 16) | 0xFFFD) for p in range(1, 17)]
+any_char = st.sampled_from(PLANES).flatmap(lambda r: st.integers(*r)).map(chr)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(any_char, max_size=40).map("".join))
+def test_the_kernel_hashes_utf8_as_java_hashes_utf16(text):
+    "Java's String.hashCode over UTF-16 units, computed from the UTF-8 bytes inside the kernel, on every plane."
+    from mqstore.fast.kernels import _raw_hash
+    raw = np.frombuffer(text.encode() + b"#", np.uint8)       # a byte after the span must not be read
+    h, units = _raw_hash(raw, 0, len(raw) - 1)
+    assert units == len(text.encode("utf-16-le")) // 2
+    h = int(h) & 0xFFFFFFFF                                   # numba widens the uint32 sums; Java keeps 32 bits
+    assert h - (1 << 32 if h >> 31 else 0) == message.java_string_hash(text)
+
+
+@pytest.mark.parametrize("bad", [b"\x80", b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
+                                 b"\xf8\x88\x80\x80\x80", b"\xe4\xb8", b"a\xff", b"\xf0\x9f\x98"])
+def test_bytes_that_are_not_utf8_are_marked(bad):
+    "Overlong, surrogate, past U+10FFFF, cut short, stray: -1 units, so Python's decoder hashes the row."
+    from mqstore.fast.kernels import _raw_hash
+    assert _raw_hash(np.frombuffer(bad, np.uint8), 0, len(bad))[1] == -1
+
+
+def test_non_ascii_rows_stay_compiled_and_malformed_ones_agree():
+    "Accented, CJK and emoji tags and keys need no Python row; a key with a byte that is not UTF-8 does, and agrees."
+    from mqstore.accel import fast_paths
+    with fast_paths(True):
+        _non_ascii_rows_stay_compiled()
+
+
+def _non_ascii_rows_stay_compiled():
+    msgs = [StoredMessage(topic="订单-été", queue_id=0, body=b"x", queue_offset=i, commit_log_offset=0,
+                          properties={"TAGS": ["clé", "标签", "🚀", "TagA"][i % 4],
+                                      "KEYS": f"clé-{i} 键{i} k{i}", "UNIQ_KEY": f"u🚀{i}"}) for i in range(40)]
+    buf = bytearray(b"".join(encode_record(m) for m in msgs))
+    h, pos, status = scan_segment(buf, check_crc=True, compiled=False)
+    K = compiled_kernels()
+    cols = dispatch._decode_columns(len(h), 4 * len(h) + 64)
+    tid, codes, tags_wide, vs, vl, keys, key_hash, key_units, nk = cols
+    K.decode_records(np.frombuffer(bytes(buf), np.uint8), h["topic_pos"].astype(np.int64), h["topic_len"].astype(np.int64),
+                     h["props_pos"].astype(np.int64), h["props_len"].astype(np.int64), dispatch._WANTED_BYTES,
+                     dispatch._WANTED_AT, *cols, *dispatch._topic_table())
+    assert not tags_wide.any() and int(nk[0]) == 4 * len(msgs) and (key_units[:int(nk[0])] >= 0).all()
+    same_batch(decode_segment_batch(bytes(buf), h, True), decode_segment_batch(bytes(buf), h, True, compiled=False))
+    at = bytes(buf).index("键3".encode())                     # CRC covers the body only: the record stays valid
+    buf[at] = 0xFF
+    h2 = scan_segment(buf, check_crc=True, compiled=False)[0]
+    assert len(h2) == len(msgs)
+    got, want = decode_segment_batch(bytes(buf), h2, True), decode_segment_batch(bytes(buf), h2, True, compiled=False)
+    same_batch(got, want)
+    same_batch(scan_decode_segment(bytes(buf), check_crc=True, strings=True)[3], want)

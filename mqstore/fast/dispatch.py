@@ -321,10 +321,10 @@ def _topic_table(distinct: int = 2048):
 
 # %% ../../book/10b_fast_dispatch.ipynb #cad82989
 def _decode_columns(cap: int, key_cap: int):
-    "Empty outputs of the decode kernels for `cap` rows and `key_cap` index keys (keys: unfilled, written before read)."
+    "Empty outputs of the decode kernels for `cap` rows and `key_cap` index keys (keys: unfilled, written before read; a key's UTF-16 length, -1: not UTF-8)."
     return (np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.bool_),
             np.zeros((3, cap), np.int64), np.full((3, cap), -1, np.int64),
-            np.empty((3, key_cap), np.int64), np.empty(key_cap, np.uint32), np.empty(key_cap, np.bool_),
+            np.empty((3, key_cap), np.int64), np.empty(key_cap, np.uint32), np.empty(key_cap, np.int64),
             np.zeros(1, np.int64))
 
 # %% ../../book/10b_fast_dispatch.ipynb #2b879cbc
@@ -340,25 +340,25 @@ def _table_topics(table):
     return [raw[j].decode("utf-8", "replace") for j in order], remap
 
 # %% ../../book/10b_fast_dispatch.ipynb #a460ef58
-def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, key_wide, table, strings):
-    "The SegmentBatch of the kernels' columns: topic order, the non-ASCII strings, the keys' full hashes."
+def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, key_units, table, strings):
+    "The SegmentBatch of the kernels' columns: topic order, the rows not UTF-8, the keys' full hashes."
     topics, remap = _table_topics(table)
     ids = remap[tid]
     with memoryview(buf) as mv:
-        for r in np.flatnonzero(tags_wide).tolist():    # not ASCII: hash the decoded text (UTF-16)
+        for r in np.flatnonzero(tags_wide).tolist():    # not well-formed UTF-8: hash Python's decoded text
             codes[r] = java_string_hash(str(mv[vs[0, r]:vs[0, r] + vl[0, r]], "utf-8", "replace"))
     if SCHEDULE_TOPIC in topics:                         # delayed messages carry their delivery time
         from mqstore.fast.records import scan_properties
         rows = np.flatnonzero(ids == topics.index(SCHEDULE_TOPIC))
         props = scan_properties(buf, headers[rows])
         delays = _delay_rows(codes, headers, rows, props)
-    # hash(topic#key) = hash(topic#) * 31^len(key) + hash(key), mod 2^32 (see index_key_columns)
+    # hash(topic#key) = hash(topic#) * 31^len(key) + hash(key), mod 2^32, len in UTF-16 units (see index_key_columns)
     prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in topics] or [0], np.uint64)
     rows, start, length = keys
     tk = ids[rows]
-    h = ((prefix[tk] * _POW31[length] + key_hash) & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
+    h = ((prefix[tk] * _POW31[np.maximum(key_units, 0)] + key_hash) & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
     with memoryview(buf) as mv:
-        for i in np.flatnonzero(key_wide).tolist():
+        for i in np.flatnonzero(key_units < 0).tolist():
             h[i] = java_string_hash(topics[int(tk[i])] + "#" + str(mv[start[i]:start[i] + length[i]], "utf-8", "replace"))
     h = np.abs(h)
     h[h == 1 << 31] = 0                                  # index_key_hash: abs, Integer.MIN_VALUE -> 0
@@ -371,20 +371,20 @@ def _decode_compiled(K, buf, headers, strings):
     "decode_segment_batch with the compiled kernel; None when the segment has too many topics."
     n = len(headers)
     key_cap = 2 * n + int(np.maximum(headers["props_len"], 0).sum()) // 2 + 1
-    tid, codes, tags_wide, vs, vl, keys, key_hash, key_wide, nk = _decode_columns(n, key_cap)
+    tid, codes, tags_wide, vs, vl, keys, key_hash, key_units, nk = _decode_columns(n, key_cap)
     table = _topic_table()
     data = np.frombuffer(buf, np.uint8) if len(buf) else np.zeros(1, np.uint8)
     try:
         ok = K.decode_records(data, headers["topic_pos"].astype(np.int64), headers["topic_len"].astype(np.int64),
                               headers["props_pos"].astype(np.int64), headers["props_len"].astype(np.int64),
                               _WANTED_BYTES, _WANTED_AT, tid, codes, tags_wide, vs, vl, keys, key_hash,
-                              key_wide, nk, *table)
+                              key_units, nk, *table)
     finally:
         del data
     if not ok:
         return None
     m = int(nk[0])
-    return _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys[:, :m], key_hash[:m], key_wide[:m],
+    return _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys[:, :m], key_hash[:m], key_units[:m],
                          table, strings)
 
 # %% ../../book/10b_fast_dispatch.ipynb #45d1d3a2
@@ -522,10 +522,10 @@ def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_ba
     if got is None:
         headers, pos, status = scan_segment(buf, start, check_crc, stop_on_bad_crc, end)
         return headers, pos, status, decode_segment_batch(buf, headers, strings)
-    (headers, tid, codes, tags_wide, vs, vl, keys, key_hash, key_wide), pos, why, table = got
+    (headers, tid, codes, tags_wide, vs, vl, keys, key_hash, key_units), pos, why, table = got
     status = RecordStatus.CORRUPT if why == 2 else _walk(buf, pos, n)[0]
     return headers, pos, status, _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash,
-                                               key_wide, table, strings)
+                                               key_units, table, strings)
 
 # %% ../../book/10b_fast_dispatch.ipynb #ffb25eac
 def _dispatch_rows(buf, base: int, pos: int, limit: int, bulk) -> tuple:

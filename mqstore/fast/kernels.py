@@ -200,12 +200,41 @@ def _topic_id(d, tp, tl, table, tab_len, tab_bytes, ntab):
 # %% ../../book/10b_fast_dispatch.ipynb #47004415
 @njit(inline="always")
 def _raw_hash(d, a, k):
-    "Java's hash (31 h + c, as uint32) of the k bytes at a, and whether one of them is not ASCII."
-    h, wide = np.uint32(0), False
-    for p in range(a, a + k):
-        wide |= d[p] >= 0x80
-        h = h * np.uint32(31) + np.uint32(d[p])
-    return h, wide
+    """Java's String.hashCode (31 h + c over UTF-16 code units, as uint32) of the k UTF-8 bytes at a, and
+    how many UTF-16 units they decode to: -1 when they are not well-formed UTF-8 (then Python's decoder
+    says what replaces them). A character past U+FFFF is two units, a surrogate pair, as in Java."""
+    h, units, p, e = np.uint32(0), 0, a, a + k
+    while p < e:
+        cp, n = np.int64(d[p]), 1
+        if cp >= 0x80:                                  # the lead byte says how many bytes follow
+            if 0xC2 <= cp <= 0xDF:
+                cp, n = cp & 0x1F, 2
+            elif 0xE0 <= cp <= 0xEF:
+                cp, n = cp & 0x0F, 3
+            elif 0xF0 <= cp <= 0xF4:
+                cp, n = cp & 0x07, 4
+            else:
+                return h, -1
+            if p + n > e:
+                return h, -1
+            for j in range(1, n):
+                c = np.int64(d[p + j])
+                if c & 0xC0 != 0x80:
+                    return h, -1
+                cp = (cp << 6) | (c & 0x3F)
+            if (n == 3 and (cp < 0x800 or 0xD800 <= cp <= 0xDFFF)) or (n == 4 and not 0x10000 <= cp <= 0x10FFFF):
+                return h, -1                            # overlong, a surrogate, or past U+10FFFF
+        if cp >= 0x10000:                               # two UTF-16 units: the surrogate pair
+            cp -= 0x10000
+            h = h * np.uint32(31) + np.uint32(0xD800 + (cp >> 10))
+            h = h * np.uint32(31) + np.uint32(0xDC00 + (cp & 0x3FF))
+            units += 2
+        else:
+            h = h * np.uint32(31) + np.uint32(cp)
+            units += 1
+        p += n
+    return h, units
+
 
 # %% ../../book/10b_fast_dispatch.ipynb #f0c36895
 @njit(inline="always")
@@ -232,26 +261,26 @@ def _property_spans(d, i, pp, pl, names, name_at, vs, vl):
 
 # %% ../../book/10b_fast_dispatch.ipynb #8311e2db
 @njit(inline="always")
-def _index_keys(d, i, vs, vl, keys, key_hash, key_wide, m):
+def _index_keys(d, i, vs, vl, keys, key_hash, key_units, m):
     """Record i's index keys from its UNIQ_KEY (row 2) and KEYS (row 1) spans, in build order, as
-    (record, start, length) in keys[:, m...] with their raw hash; returns the new count."""
+    (record, start, length) in keys[:, m...] with their raw hash and UTF-16 length; returns the new count."""
     if vl[2, i] > 0:
         keys[0, m], keys[1, m], keys[2, m] = i, vs[2, i], vl[2, i]
-        key_hash[m], key_wide[m] = _raw_hash(d, vs[2, i], vl[2, i])
+        key_hash[m], key_units[m] = _raw_hash(d, vs[2, i], vl[2, i])
         m += 1
     a, e = vs[1, i], vs[1, i] + max(vl[1, i], 0)
     for q in range(a, e + 1):
         if q == e or d[q] == 0x20:                      # a piece of KEYS ends here
             if q > a:
                 keys[0, m], keys[1, m], keys[2, m] = i, a, q - a
-                key_hash[m], key_wide[m] = _raw_hash(d, a, q - a)
+                key_hash[m], key_units[m] = _raw_hash(d, a, q - a)
                 m += 1
             a = q + 1
     return m
 
 # %% ../../book/10b_fast_dispatch.ipynb #ebddb1c8
 @njit(inline="always")
-def _decode_row(d, i, tp, tl, pp, pl, names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash, key_wide,
+def _decode_row(d, i, tp, tl, pp, pl, names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash, key_units,
                 nk, table, tab_len, tab_bytes, ntab):
     "What dispatch needs of record i: topic id, property spans, tags hash, index keys. False: topics full."
     t = _topic_id(d, tp, tl, table, tab_len, tab_bytes, ntab)
@@ -260,26 +289,26 @@ def _decode_row(d, i, tp, tl, pp, pl, names, name_at, tid, tags, tags_wide, vs, 
     tid[i] = t
     _property_spans(d, i, pp, pl, names, name_at, vs, vl)
     if vl[0, i] > 0:
-        h, tags_wide[i] = _raw_hash(d, vs[0, i], vl[0, i])
-        tags[i] = np.int64(np.int32(h))
-    nk[0] = _index_keys(d, i, vs, vl, keys, key_hash, key_wide, nk[0])
+        h, units = _raw_hash(d, vs[0, i], vl[0, i])
+        tags[i], tags_wide[i] = np.int64(np.int32(h)), units < 0
+    nk[0] = _index_keys(d, i, vs, vl, keys, key_hash, key_units, nk[0])
     return True
 
 # %% ../../book/10b_fast_dispatch.ipynb #c5d1b5ee
 @njit(cache=True, nogil=True)
 def decode_records(d, topic_pos, topic_len, props_pos, props_len, names, name_at, tid, tags, tags_wide, vs, vl,
-                   keys, key_hash, key_wide, nk, table, tab_len, tab_bytes, ntab):
+                   keys, key_hash, key_units, nk, table, tab_len, tab_bytes, ntab):
     "`_decode_row` for every row of a scan; returns False when there are too many topics for the table."
     for i in range(len(topic_pos)):
         if not _decode_row(d, i, topic_pos[i], topic_len[i], props_pos[i], props_len[i], names, name_at, tid,
-                           tags, tags_wide, vs, vl, keys, key_hash, key_wide, nk, table, tab_len, tab_bytes, ntab):
+                           tags, tags_wide, vs, vl, keys, key_hash, key_units, nk, table, tab_len, tab_bytes, ntab):
             return False
     return True
 
 # %% ../../book/10b_fast_dispatch.ipynb #7b26dbb8
 @njit(cache=True, nogil=True)
 def scan_decode_records(d, pos, n, cap, check_crc, stop_on_bad_crc, c, spans, born_ip, store_ip, crc_ok,
-                        names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash, key_wide, nk,
+                        names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash, key_units, nk,
                         table, tab_len, tab_bytes, ntab):
     """scan_records and decode_records in one pass, while each record is in the cache. Returns
     (rows, why, where) as scan_records, and why 4: too many topics for the table."""
@@ -294,7 +323,7 @@ def scan_decode_records(d, pos, n, cap, check_crc, stop_on_bad_crc, c, spans, bo
         if not good and stop_on_bad_crc:
             return i, 2, pos
         if not _decode_row(d, i, tp, tl, pp, pl, names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash,
-                           key_wide, nk, table, tab_len, tab_bytes, ntab):
+                           key_units, nk, table, tab_len, tab_bytes, ntab):
             return i, 4, pos
         _fill_header(d, pos, i, c, born_ip, store_ip)
         spans[0, i], spans[1, i], spans[2, i], spans[3, i], spans[4, i], spans[5, i], spans[6, i] = \
