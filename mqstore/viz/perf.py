@@ -69,21 +69,25 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
         ax.text(r * 1.08, y, times(r), va="center", fontsize=8, zorder=5,
                 bbox=dict(fc="white", ec="none", pad=1, alpha=0.6))
     handles = [Patch(color=KIND_COLORS[k], label=k) for k in dict.fromkeys(kinds[n] for n in names)]
-    top = ax.get_xaxis_transform()                  # x in data, y in axes: a tag above each line
+    top, tags = ax.get_xaxis_transform(), []        # x in data, y in axes: a tag above each line
     for k, ((label, v), ls) in enumerate(zip(limits, ("--", "-."))):
         ax.axvline(v / base, color="#000000", ls=ls, lw=1.3, zorder=6)
-        ax.text(v / base, 1.01, f"L{k + 1}", transform=top, ha="center", va="bottom", fontsize=8)
+        tags.append((v / base, ax.text(v / base, 1.01, f"L{k + 1}", transform=top, ha="center", va="bottom", fontsize=8)))
         handles.append(Line2D([], [], color="#000000", ls=ls, label=f"L{k + 1}, reference: {label} ({times(v / base)})"))
     for k, ((label, v), ls) in enumerate(zip(targets, (":", (0, (4, 1, 1, 1, 1, 1))))):
         ax.axvline(v / base, color=OKABE_ITO[5], ls=ls, lw=1.8, zorder=6)
-        ax.text(v / base, 1.01, f"T{k + 1}", transform=top, ha="center", va="bottom", fontsize=8, color=OKABE_ITO[5])
+        tags.append((v / base, ax.text(v / base, 1.01, f"T{k + 1}", transform=top, ha="center", va="bottom", fontsize=8,
+                                       color=OKABE_ITO[5])))
         handles.append(Line2D([], [], color=OKABE_ITO[5], ls=ls, lw=1.8, label=f"T{k + 1}, target: {label} ({times(v / base)})"))
     lines = [v / base for _, v in (*limits, *targets)]
     ax.set_xscale("log")
     ax.set_xlim(min(ratios + lines) / 3, max(ratios + lines) * 4)
     ax.invert_yaxis()
     _style(ax, title, f"ratio to the baseline ({baseline} = 1), log scale")
-    ax.set_title(title, fontsize=10, pad=14)         # room for the tags
+    tags.sort(key=lambda t: t[0])
+    for (x0, t0), (x1, t1) in zip(tags, tags[1:]):    # a tag close to the one on its left goes up a row
+        t1.set_y(1.08 if x1 < x0 * 1.4 and t0.get_position()[1] < 1.05 else 1.01)
+    ax.set_title(title, fontsize=10, pad=24)         # room for the tags
     ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2 - 0.25 / len(names)),
               ncol=2, frameon=False)
     return ax
@@ -95,6 +99,9 @@ def draw_shares(shares, ax=None, title=""):
         _, ax = plt.subplots(figsize=(9, 0.35 * len(shares) + 1.3))
     ax.barh([n for n, _ in shares], [100 * s for _, s in shares],
             color=KIND_COLORS["simple version"], height=0.6)
+    for y, (_, s) in enumerate(shares):
+        ax.text(100 * s + 0.3, y, f"{100 * s:.0f} %", va="center", fontsize=8)
+    ax.set_xlim(0, 100 * max(s for _, s in shares) * 1.12)
     ax.invert_yaxis()
     _style(ax, title, "% of the profiled time spent in the function itself")
     return ax
