@@ -31,8 +31,9 @@ def verify(root: Path) -> tuple[float, int, dict]:
     t0 = time.perf_counter()
     child = subprocess.run(COMMAND + ["verify", str(root), "--json"], capture_output=True)
     dt = time.perf_counter() - t0
+    assert child.returncode == 0 and child.stdout.strip(), (child.returncode, child.stdout[-500:], child.stderr[-1500:])
     report = json.loads(child.stdout)
-    assert child.returncode == 0 and report["ok"], (child.returncode, str(report)[:500], child.stderr[-500:])
+    assert report["ok"], (str(report)[:500], child.stderr[-500:])
     return dt, child_hwm(child.stderr), report
 
 
