@@ -114,16 +114,28 @@ def folder_structures(root) -> dict:
 # %% ../book/14_modern_stores.ipynb #c13a0013
 def _rows_holding(buf, rows, needle: bytes, field: str = "props") -> np.ndarray:
     "Indices of the scanned `rows` whose `field` span (props or topic) holds `needle`."
-    hits, at = [], buf.find(needle)
+    end = int(rows["offset"][-1] + rows["total_size"][-1]) if len(rows) else 0   # not the zeros after the log
+    hits, at = [], buf.find(needle, 0, end)
     while at >= 0:
         hits.append(at)
-        at = buf.find(needle, at + 1)
+        at = buf.find(needle, at + 1, end)
     if not hits or not len(rows):
         return np.zeros(0, np.int64)
     hits, pos, size = np.array(hits), rows[field + "_pos"], rows[field + "_len"]
     i = np.searchsorted(pos, hits, side="right") - 1
     ok = (i >= 0) & (hits + len(needle) <= pos[np.maximum(i, 0)] + size[np.maximum(i, 0)])
     return np.unique(i[ok])
+
+def _topic_rows(buf, rows, topic: bytes) -> np.ndarray:
+    "A boolean per scanned row: its topic is exactly `topic` (only the rows of that topic length are read)."
+    found = np.zeros(len(rows), bool)
+    same = np.flatnonzero(rows["topic_len"] == len(topic))
+    if len(same):
+        data = np.frombuffer(buf, np.uint8)
+        found[same] = (data[rows["topic_pos"][same].astype(np.int64)[:, None] + np.arange(len(topic))]
+                       == np.frombuffer(topic, np.uint8)).all(axis=1)
+        del data                              # the buffer may be an mmap that is closed next
+    return found
 
 CRC_PROPERTY = b"__CRC32#\x01"            # MessageConst.PROPERTY_CRC32, then 10 digits and \x02
 
@@ -163,8 +175,7 @@ def segment_facts(buf) -> dict:
             buf[rows["props_pos"][i]:rows["props_pos"][i] + rows["props_len"][i]])).get("INNER_MULTI_DISPATCH", "").split(",")}
         found["light message queues"] = {"multi-dispatch records": len(multi), "named": sorted(names - {""})}
     for topic, name in SYSTEM_TOPICS.items():
-        hit = _rows_holding(buf, rows, topic.encode(), "topic")
-        if (n := int((rows["topic_len"][hit] == len(topic)).sum())):
+        if (n := int(_topic_rows(buf, rows, topic.encode()).sum())):
             found.setdefault(name, {})[topic] = n
     return found, len(rows)
 
