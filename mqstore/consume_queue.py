@@ -74,7 +74,7 @@ class ConsumeQueue:
         self.topic, self.queue_id = topic, queue_id
         self.file_size = units_per_file * CQ_STORE_UNIT_SIZE
         self.mfq = MappedFileQueue(Path(folder), self.file_size)
-        self.max_physic_offset = -1      # end of the last dispatched record
+        self.max_physic_offset = -1      # end of the last record that got a unit
         self.min_logic_offset = 0        # byte position of the first readable unit
 
     @property
@@ -261,7 +261,7 @@ class ConsumeQueueStore:
         self.folder = Path(root) / "consumequeue"
         self.units_per_file = units_per_file
         self.queues: dict = {}                       # (topic, queue_id) -> ConsumeQueue
-        self.logics_msg_timestamp = 0                # store time of the last unit written
+        self.logics_msg_timestamp = 0                # store time of the last record dispatch() was handed
         self.ignored_folders: list = []              # folders under consumequeue/ that name no queue
         self.mending, self.elsewhere = False, set()  # replay mending (ConsumeQueue.mend); topics kept elsewhere (ch. 14)
 
@@ -273,7 +273,7 @@ class ConsumeQueueStore:
             self.queues[(topic, queue_id)] = q
         return q
 
-    def get_queue(self, topic: str, queue_id: int):     # None when nothing was ever dispatched to it
+    def get_queue(self, topic: str, queue_id: int):     # None until dispatch created it (find_or_create)
         return self.queues.get((topic, queue_id))
 
     def dispatch(self, req) -> bool:
@@ -308,7 +308,7 @@ class ConsumeQueueStore:
         return max((q.max_physic_offset for q in self.queues.values()), default=-1)
 
     def recover(self) -> int:
-        "Recover every queue; return the largest end of a dispatched record (-1 when none)."
+        "Recover every queue; return the largest end of a record with a unit (-1 when none)."
         return max((q.recover() for q in self.queues.values()), default=-1)
 
     def flush(self, least_pages: int = 0) -> None:

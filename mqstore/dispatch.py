@@ -57,7 +57,7 @@ def read_dispatch_request(buf, pos: int = 0) -> DispatchRequest:
 # %% ../book/05_dispatch.ipynb #0777e4d7
 @dataclass(frozen=True)
 class DispatchEvent:
-    "What the reput loop did at an offset: 'dispatched', 'blank', 'skipped' or 'stopped'."
+    "What the reput loop did at an offset: 'dispatched' (handed to every dispatcher, unit or not), 'blank', 'skipped' or 'stopped'."
     kind: str
     offset: int
     size: int = 0

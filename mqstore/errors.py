@@ -106,7 +106,7 @@ class StoreLockedError(StoreStateError):
 
 # %% ../book/05_dispatch.ipynb #2285ec84
 class DispatchWarning(UserWarning):
-    "A record that no consume queue can hold (its topic, queue id or queue offset is damaged): not dispatched."
+    "A record that no consume queue can hold (its topic, queue id or queue offset is damaged): it gets no unit."
 
 class QueueFolderWarning(UserWarning):
     "A folder under consumequeue/ that does not name a queue ('-1', '01', a file): ignored."

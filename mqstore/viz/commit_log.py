@@ -95,16 +95,18 @@ def draw_position_timeline(samples, ax=None, title="", msyncs=None, gap_s=0.01):
         _, ax = plt.subplots(figsize=(8, 3))
     t = [s[0] * 1000 for s in samples]
     base = samples[0][1]
-    ax.step(t, [(s[1] - base) / 1024 for s in samples], where="post", label="written = committed",
-            color=OKABE_ITO[0], lw=2)
     ax.step(t, [(s[2] - base) / 1024 for s in samples], where="post", label="flushed",
-            color=OKABE_ITO[4], lw=1.5, ls="--")
+            color=OKABE_ITO[1], lw=4, zorder=2)          # wide, light blue, under the written line
+    ax.step(t, [(s[1] - base) / 1024 for s in samples], where="post", label="written = committed",
+            color=OKABE_ITO[5], lw=1.2, zorder=3)        # thin, vermilion, on top
     for i, (a, b) in enumerate(sample_gaps(samples, gap_s) if gap_s else []):
         ax.axvspan(a * 1000, b * 1000, color="0.8", lw=0,
                    label=f"no sample for > {gap_s * 1000:.0f} ms" if i == 0 else None)
     if msyncs:
-        ax.plot([m * 1000 for m in msyncs], [0] * len(msyncs), "|", color=OKABE_ITO[5], ms=9, mew=1.2,
-                label="an msync ends", clip_on=False)
+        top = (samples[-1][1] - base) / 1024
+        ax.plot([m * 1000 for m in msyncs], [-0.07 * top] * len(msyncs), "|", color="black", ms=8, mew=1.2,
+                label="an msync ends (below zero)")
+        ax.set_ylim(-0.12 * top, 1.05 * top)
     ax.set_xlabel("time (ms)", fontsize=9); ax.set_ylabel("KiB since start", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(title, fontsize=10); ax.legend(fontsize=8, loc="upper left")

@@ -129,8 +129,8 @@ def draw_reput(events, segment_size, cq_store=None, ax=None, title=None, xmax=No
         if kind == "blank":
             ax.plot(x, y - 0.5, marker="v", ms=8, color=EVENT_COLORS["blank"], ls="none")
         seen.add(kind)
-    handles = [Patch(fc=c, label=k + (" (also marked \u25bc)" if k == "blank" else ""))
-               for k, c in EVENT_COLORS.items() if k in seen]
+    names = {"dispatched": "dispatched, got a unit", "no unit": "dispatched, no unit", "blank": "blank (also marked \u25bc)"}
+    handles = [Patch(fc=c, label=names.get(k, k)) for k, c in EVENT_COLORS.items() if k in seen]
     if "stopped" in seen:
         handles.append(plt.Line2D([], [], marker="^", ms=8, color="black", ls="none", label="stopped here"))
     ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3),
