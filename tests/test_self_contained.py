@@ -78,6 +78,10 @@ def test_a_clone_alone_runs_the_chapters_and_tests(tmp_path):
                            cwd=clone, env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert where == str(clone / "book" / "data" / "rocketmq")
 
+    # as `make book` and `make test` do (`make kernels`): the copy's kernels compile into its own cache
+    # once, before a chapter waits for a dispatch that compiles them (minutes on a loaded machine)
+    subprocess.run([sys.executable, "-c", "from mqstore import accel; accel.warm()"], cwd=clone, env=env,
+                   check=True, capture_output=True, timeout=1800)
     jupyter = Path(sys.executable).with_name("jupyter")
     for name in CHAPTERS:
         nb = clone / "book" / f"{name}.ipynb"
