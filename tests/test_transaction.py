@@ -529,3 +529,21 @@ def test_check_report_counts_the_units_the_scan_read(tmp_path):
     rep = tx.check_once(now=t0 + 3 * 10**7)
     assert rep.units_read == 3 and rep.checked == []           # only the second file is scanned
     store.close()
+
+
+def test_a_dispatch_that_never_catches_up_is_an_error_not_a_missing_half(tmp_path, monkeypatch):
+    "The half topic waits for dispatch; when the reput thread stops, a named error says so (not 'no half message')."
+    import mqstore.transaction as transaction
+    from mqstore.errors import StoreServiceError
+    store = MessageStore.open(tmp_path, CFG, clock=clock())
+    try:
+        h = HalfTopicTransactions(store)
+        first = h.prepare(Message("Pay", b"tx 0"), group="g")
+        assert h._half(first.queue_offset).body == b"tx 0"
+        store.reput.stop()                                   # as a dead thread would: nothing more is dispatched
+        late = h.prepare(Message("Pay", b"tx 1"), group="g")
+        monkeypatch.setattr(transaction, "DISPATCH_WAIT_S", 0.3)
+        with pytest.raises(StoreServiceError, match="did not catch up within 0.3 s"):
+            h._half(late.queue_offset)
+    finally:
+        store.halt()
