@@ -478,7 +478,7 @@ class TransactionCheckService(threading.Thread):
 # %% ../book/09_transactions.ipynb #0c5f0bca
 from .errors import OffsetError, StoreServiceError
 
-DISPATCH_WAIT_S = 600.0      # a first dispatch may compile its kernels (chapter 10): minutes on a loaded machine
+DISPATCH_WAIT_S = 600.0      # generous: a loaded machine may dispatch slowly
 
 def dispatched(store) -> None:
     "Wait until the store's queues hold every record written so far; a dispatch that never catches up is an error."
@@ -687,6 +687,7 @@ class TransactionService:
         report = CheckReport(now)
         with self._lock:
             pending = set(self.pending)
+            finished = self._finished_files()          # judged before any answer of this pass
         stats = {}
         for slot, unit in list(scan_for_check(self.table, now, self.config.check_at_least_interval_ms,
                                               self.done_files, pending, stats)):
@@ -709,20 +710,21 @@ class TransactionService:
                     outcome = type(e).__name__
             report.checked.append(CheckedBack(slot, unit.offset, group, answer, outcome))
         report.units_read = stats.get("units_read", 0)
-        self._retire_files()
+        self.done_files |= finished
         report.files_done = tuple(sorted(self.done_files))
         return report
 
-    def _retire_files(self) -> None:
-        "Files that are full and hold no prepared unit are not scanned again (3.x cancelled their timer)."
-        with self._lock:
-            for mf in self.table.mfq.files:
-                if mf.is_full() and mf.name not in self.done_files:     # is_full: no room left (chapter 1)
-                    units = self.table.file_units(mf)
-                    slots = mf.file_from_offset // TS_STORE_UNIT_SIZE + np.arange(len(units))
-                    if not ((units["state"] == TRANSACTION_PREPARED_TYPE).any()
-                            or any(int(s) in self.pending for s in slots)):
-                        self.done_files.add(mf.name)
+    def _finished_files(self) -> set:
+        "Full files with no prepared unit and no pending answer (caller holds the lock); 3.x cancelled their timer."
+        finished = set()
+        for mf in self.table.mfq.files:
+            if mf.is_full() and mf.name not in self.done_files:     # is_full: no room left (chapter 1)
+                units = self.table.file_units(mf)
+                slots = mf.file_from_offset // TS_STORE_UNIT_SIZE + np.arange(len(units))
+                if not ((units["state"] == TRANSACTION_PREPARED_TYPE).any()
+                        or any(int(s) in self.pending for s in slots)):
+                    finished.add(mf.name)
+        return finished
 
 # %% ../book/09_transactions.ipynb #172d5662
 def last_prepared_in_redo(redo: ConsumeQueue):

@@ -523,6 +523,7 @@ def test_check_report_counts_the_units_the_scan_read(tmp_path):
     assert rep.units_read == 11 and rep.checked == [] and rep.too_young == 2
     rep = tx.check_once(now=t0 + 10**7)
     assert rep.units_read == 11 and len(rep.checked) == 11
+    assert rep.files_done == ()              # judged before its answers: never a race with their dispatch
     store.wait_dispatched()
     rep = tx.check_once(now=t0 + 2 * 10**7)
     assert rep.files_done == ("00000000000000000000",)

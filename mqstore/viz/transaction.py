@@ -49,6 +49,7 @@ def _draw_snapshot(ax, label, table, redo, rows):
     ax.text(2.45, rows + 0.1, "redo log", ha="center", fontsize=8)
     ax.set_title(label, fontsize=9)
     ax.axis("off")
+    return answers
 
 # %% ../../book/09_transactions.ipynb #c11ea98f
 def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
@@ -60,12 +61,12 @@ def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
     axes = np.atleast_1d(axes).ravel()
     for ax in axes[k:]:
         ax.axis("off")
-    for ax, (label, table, redo) in zip(axes, snapshots):
-        _draw_snapshot(ax, label, table, redo, rows)
+    used = max([_draw_snapshot(ax, label, table, redo, rows) for ax, (label, table, redo) in zip(axes, snapshots)]
+               + [1])
     handles = _state_handles() + [
         Patch(fc=_REDO_COLORS["open"], ec="black", label="redo: opens (tagsCode -1)"),
         Patch(fc=_REDO_COLORS["answer"], ec="black", label="redo: answers the half @offset"),
-        tuple(Line2D([], [], color=c, ls=ls, lw=1.4) for c, ls in _BRACKETS)]
+        tuple(Line2D([], [], color=c, ls=ls, lw=1.4) for c, ls in _BRACKETS[:used])]
     labels = [h.get_label() for h in handles[:-1]] + ["answer joined to its half (a line style each)"]
     fig.legend(handles=handles, labels=labels, loc="lower center", ncol=3, fontsize=8, frameon=False,
                handler_map={tuple: HandlerTuple(ndivide=None, pad=0.3)}, handlelength=4)
