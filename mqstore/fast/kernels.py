@@ -69,7 +69,7 @@ def _crc_ok(base, d, s, bp, bl):
 # %% ../../book/10a_fast_records.ipynb #88c6b27a
 @njit(inline="always")
 def _fill_header(d, s, i, c, born_ip, store_ip):
-    """The fixed fields of the record at s into row i: c holds the int64 columns in SCAN_DTYPE order
+    """The fixed fields of the record at s into row i: c holds the int64 columns in the order of SCAN_DTYPE (scan_segment's row type, below)
     (total_size ... prepared_transaction_offset, the IPs apart)."""
     sf = _i32(d, s + 36)
     c[0, i], c[1, i], c[2, i], c[3, i] = _i32(d, s), _i32(d, s + 4), _i32(d, s + 8), _i32(d, s + 12)
@@ -110,7 +110,7 @@ def scan_records(d, pos, n, cap, check_crc, stop_on_bad_crc, c, spans, born_ip, 
 # %% ../../book/10a_fast_records.ipynb #cbe003ec
 @njit(cache=True, nogil=True)
 def rows_from_columns(out, c, spans, rows):
-    "The kernel's columns (c in SCAN_DTYPE order, spans) into the first `rows` rows of a SCAN_DTYPE array."
+    "The kernel's columns (c in the order of SCAN_DTYPE, below, spans) into the first `rows` rows of a SCAN_DTYPE array."
     for i in range(rows):
         r = out[i]
         r.total_size, r.magic, r.body_crc, r.queue_id, r.flag = c[0, i], c[1, i], c[2, i], c[3, i], c[4, i]
