@@ -110,6 +110,7 @@ _API = {
     'leave_empty_segment': 'crash',
     'crashed_store': 'crash',
     'ScenarioResult': 'crash',
+    'unit_on_disk': 'crash',
     'scenario_torn_record': 'crash',
     'scenario_bit_flip': 'crash',
     'scenario_stale_checkpoint': 'crash',

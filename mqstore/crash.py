@@ -7,7 +7,7 @@ __all__ = ['TOPICS', 'UNSYNCED', 'SCENARIO_CONFIG', 'BODY_AT', 'SCENARIOS', 'FUZ
            'ShadowDisk', 'prepare_disk', 'power_cut', 'ManualClock', 'written_extents', 'segment_path',
            'scan_log', 'Trial', 'CrashLab', 'summarize', 'trial_table', 'last_record', 'tear_record',
            'flip_bit', 'zero_checkpoint', 'zero_cq_tail', 'add_empty_cq_file', 'leave_empty_file',
-           'leave_empty_segment', 'crashed_store', 'ScenarioResult', 'scenario_torn_record',
+           'leave_empty_segment', 'crashed_store', 'ScenarioResult', 'unit_on_disk', 'scenario_torn_record',
            'scenario_bit_flip', 'scenario_stale_checkpoint', 'scenario_index_after_crash',
            'scenario_empty_cq_file', 'scenario_zero_cq_tail', 'scenario_empty_segment',
            'scenario_empty_index_file', 'scenario_unflushed_index', 'scenario_crash_during_rebuild',
@@ -641,6 +641,14 @@ def _events(report, kind):
     return [e for e in report.events if isinstance(e, kind)]
 
 # %% ../book/08_crash_lab.ipynb #1f98fef8
+def unit_on_disk(root, config, ack) -> bool:
+    "Whether the consume-queue file of `ack`'s queue holds a non-zero unit at its queue offset (read directly)."
+    per_file = config.consume_queue_units
+    first = ack.queue_offset - ack.queue_offset % per_file
+    p = Path(root) / "consumequeue" / ack.topic / str(ack.queue_id) / f"{first * 20:020d}"
+    at = (ack.queue_offset - first) * 20
+    return p.is_file() and any(p.read_bytes()[at:at + 20])
+
 def scenario_torn_record(work) -> ScenarioResult:
     "#467: a crash in the middle of a record's copy leaves a torn record at the end of the log."
     root = Path(work) / "torn"
@@ -649,15 +657,17 @@ def scenario_torn_record(work) -> ScenarioResult:
     tear_record(root, SCENARIO_CONFIG, last.offset, last.size, keep=0.5)
     seg = segment_path(root, SCENARIO_CONFIG, last.offset).read_bytes()
     r = check_record(seg, last.offset % SCENARIO_CONFIG.commit_log_file_size)
+    unit_before = unit_on_disk(root, SCENARIO_CONFIG, last)
     report = _check(root, acks, clock)
-    cut_queue = any(e.what == "consumequeue" for e in _events(report, Truncated))
+    cut_queue = unit_before and not unit_on_disk(root, SCENARIO_CONFIG, last)
     ok = [a for a, _ in report.lost] == [last] and not report.torn and not report.problems and cut_queue
     return ScenarioResult("#467", "tear the last record",
                           "size > 0 counted as a message: the torn record kept, its queue unit served garbage",
                           f"check says {r.status.name}; log {'and queue ' if cut_queue else ''}cut before it; "
                           f"the other {len(acks) - len(report.lost)} served",
                           ok, report, {"status": r.status.name, "size_field": r.size, "acked_size": last.size,
-                                                      "queue_cut": cut_queue})
+                                                      "queue": f"{last.topic}-{last.queue_id}",
+                                                      "unit_before": unit_before, "unit_after": not cut_queue})
 
 # %% ../book/08_crash_lab.ipynb #c4873f88
 from .message import record_layout
@@ -737,14 +747,16 @@ def scenario_empty_cq_file(work) -> ScenarioResult:
     empty = add_empty_cq_file(root, SCENARIO_CONFIG, topic, qid)
     last = acks[-1]
     tear_record(root, SCENARIO_CONFIG, last.offset, last.size, keep=0.3)
+    unit_before = unit_on_disk(root, SCENARIO_CONFIG, last)
     report = _check(root, acks[:-1], clock)
-    cut = any(e.what == "consumequeue" for e in _events(report, Truncated))
+    cut = unit_before and not unit_on_disk(root, SCENARIO_CONFIG, last)
     return ScenarioResult("#9728", "add an empty last queue file, tear the log",
                           "correctMinOffset throws at start-up: the broker does not start",
-                          f"the empty file is {'removed' if not empty.exists() else 'KEPT'}, the queue "
-                          f"{'cut' if cut else 'NOT cut'} and re-dispatched: starts and serves",
+                          f"the empty file of {topic}-{qid} is {'removed' if not empty.exists() else 'KEPT'}, the torn "
+                          f"record's unit in {last.topic}-{last.queue_id} {'cut' if cut else 'NOT cut'}: starts and serves",
                           report.ok and cut and not empty.exists(), report,
-                          {"queue": f"{topic}-{qid}", "empty_file_left": empty.exists(), "queue_cut": cut})
+                          {"queue": f"{topic}-{qid}", "empty_file_left": empty.exists(),
+                           "torn_unit_queue": f"{last.topic}-{last.queue_id}", "torn_unit_cut": cut})
 
 # %% ../book/08_crash_lab.ipynb #79a19b0c
 def scenario_zero_cq_tail(work, units: int = 5) -> ScenarioResult:

@@ -229,7 +229,7 @@ def test_scenario(tmp_path, name):
 def test_torn_record_467_details(tmp_path):
     r = SCENARIOS["torn record"](tmp_path)
     assert r.facts["status"] == "TORN" and r.facts["size_field"] > 0     # what RocketMQ < PR #501 took as valid
-    assert r.facts["queue_cut"]
+    assert r.facts["unit_before"] and not r.facts["unit_after"]      # its queue unit cut too
 
 
 def test_stale_checkpoint_1153_replays_everything(tmp_path):

@@ -54,6 +54,6 @@ def test_lab_scenarios_show_the_fault_and_what_the_old_rule_loses(tmp_path):
     r = scenario_crash_during_rebuild(tmp_path)
     assert r.ok and r.facts["deleted"] > 0 and r.facts["would_lose"] > 0
     r = scenario_empty_cq_file(tmp_path)
-    assert r.ok and not r.facts["empty_file_left"] and r.facts["queue_cut"]
+    assert r.ok and not r.facts["empty_file_left"] and r.facts["torn_unit_cut"]
     r = scenario_zero_cq_tail(tmp_path)
     assert r.ok and r.facts["zeroed"] == 5 and r.facts["served"] > 5

@@ -54,12 +54,15 @@ def plot_acknowledged(trials, ax=None):
     ax = ax or plt.subplots(figsize=(9, 3.2))[1]
     x = np.arange(len(trials))
     acked = np.array([t.acked for t in trials])
-    served = acked - np.array([t.lost + t.torn for t in trials])
+    missing = [t.lost + t.torn for t in trials]
+    top = max(acked.max(initial=0), 1)
     for mode, label in (("kill", "acknowledged (SIGKILL)"), ("power", "acknowledged (power cut)")):
         sel = [i for i, t in enumerate(trials) if t.mode == mode]
         if sel:
             ax.bar(x[sel], acked[sel], color=MODE_COLORS[mode], width=0.8, label=label)
-    ax.plot(x, served, "k.", ms=6, label="served after recovery")
+    for i, m in enumerate(missing):                              # the row of numbers: not served back
+        ax.text(x[i], top * 1.05, str(m), ha="center", va="bottom", fontsize=7, color="#D55E00" if m else "black")
+    ax.set_ylim(0, top * 1.2)
     bad = [i for i, t in enumerate(trials) if not t.ok]
     ax.plot(x[bad], acked[bad], "x", color="#D55E00", ms=9, label="lost, torn or broken")   # in the legend even when empty
     for i in range(1, len(trials)):
@@ -68,25 +71,33 @@ def plot_acknowledged(trials, ax=None):
     ax.set_xticks(x[::5], [str(t.number) for t in trials][::5])
     ax.set_xlabel("trial number (per mode, as in trial_table)", fontsize=9); ax.set_ylabel("messages", fontsize=9)
     ax.tick_params(labelsize=8)
-    ax.set_title("every acknowledged message comes back", fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
+    ax.set_title("acknowledged messages (bars); above each bar: how many were not served back", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     return ax
 
 # %% ../../book/08_crash_lab.ipynb #7fb4fc6a
+from matplotlib.ticker import LogLocator, FuncFormatter, NullFormatter
+
 def plot_kill_points(trials, ax=None):
     "When each kill was sent (x) and which phase of the writer it hit (colour); y = trial."
     own = ax is None
-    ax = ax or plt.subplots(figsize=(8, 3.5))[1]
+    ax = ax or plt.subplots(figsize=(8, 5))[1]
     for t in trials:                     # y: the trial's number in its mode (trial_table's `#`)
-        y = t.number + (0.2 if t.mode == "power" else -0.2)
-        ax.plot(t.kill_after_s * 1000, y, MODE_MARKERS.get(t.mode, "o"), color=PHASE_COLORS.get(t.phase, "k"), ms=6)
+        y, c = t.number + (0.25 if t.mode == "power" else -0.25), PHASE_COLORS.get(t.phase, "k")
+        face = "none" if t.mode == "power" else c          # power cuts hollow, SIGKILL filled
+        ax.plot(max(t.kill_after_s * 1000, 1), y, MODE_MARKERS.get(t.mode, "o"), mfc=face, mec=c, mew=1.5, ms=6)
     for phase, c in PHASE_COLORS.items():
         if any(t.phase == phase for t in trials):     # a legend entry only for a phase some kill hit
             ax.plot([], [], "o", color=c, label="closed, not killed" if phase == "closed" else f"kill while {phase}")
     for mode, marker in MODE_MARKERS.items():
-        ax.plot([], [], marker, color="#999999", label="SIGKILL" if mode == "kill" else "power cut")
+        ax.plot([], [], marker, mec="#666666", mfc="none" if mode == "power" else "#666666", mew=1.5,
+                label="SIGKILL" if mode == "kill" else "power cut")
+    ax.set_xscale("log")                 # ticks at 1, 2, 5 x 10^k, written plainly; no minor labels
+    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("kill sent after (ms)", fontsize=9); ax.set_ylabel("trial number (per mode)", fontsize=9)
+    ax.set_xlabel("kill sent after (ms, log scale)", fontsize=9); ax.set_ylabel("trial number (per mode)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title("where the kills landed", fontsize=10)
     if own:
