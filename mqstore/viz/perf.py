@@ -15,8 +15,8 @@ KIND_COLORS = {"simple version": "#56B4E9", "fast version": "#0072B2", "baseline
                "other peer": "#CC79A7", "variant": "#009E73"}
 
 def times(r: float) -> str:
-    "A ratio as a short label: 0.023x, 0.5x, 2.6x, 160x."
-    return f"{r:,.0f}x" if r >= 10 else f"{r:.2g}x"
+    "A ratio as a short label: 0.023x, 0.5x, 2.6x, 19.8x, 160x."
+    return f"{r:,.0f}x" if r >= 100 else f"{r:.1f}x" if r >= 10 else f"{r:.2g}x"
 
 def _style(ax, title, xlabel, ylabel=None):
     ax.set_title(title, fontsize=10)
@@ -45,7 +45,7 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     ax[1].axhline(np.median(ratio), color=KIND_COLORS["variant"], ls=":", lw=1.5, label="median ratio")
     ax[1].set_ylim(0, ratio.max() * 1.9)
     _style(ax[1], "the ratio, each round", "round", "ratio (x)")
-    shade = Patch(color="#999999", alpha=0.4, label="slower machine (profile hook)")
+    shade = Patch(color="#999999", alpha=0.4, label="profile hook on")
     for a in ax:
         h, _ = a.get_legend_handles_labels()
         a.legend(handles=h + ([shade] if len(slow) else []), fontsize=8, loc="upper left")
@@ -119,7 +119,7 @@ def draw_targets(rows, ax=None, title=""):
     for bar, m in zip(ax.patches, met):
         bar.set_hatch("" if m else "//")
     for y, (s, (_, m, t, _, unit)) in enumerate(zip(share, rows)):
-        ax.text(s * 1.1, y, f"{m:.2g}{unit} (target {t:g}{unit})", va="center", fontsize=8, zorder=5,
+        ax.text(s * 1.1, y, f"{m:.3g}{unit} (target {t:g}{unit}): {'met' if s >= 1 else 'missed'}", va="center", fontsize=8, zorder=5,
                 bbox=dict(fc="white", ec="none", pad=1))
     ax.axvline(1, color="#000000", lw=1.2)
     ax.set_xscale("log")
@@ -132,6 +132,8 @@ def draw_targets(rows, ax=None, title=""):
     return ax
 
 # %% ../../book/11_performance.ipynb #a79b4d49
+import textwrap
+
 def draw_goals(goals, ax=None, title=""):
     """One bar per goal (dicts with name, ratios of the repetitions, target): the median ratio, the
     min-max of the repetitions as an error bar, the target as a mark on the row; log axis."""
@@ -148,12 +150,13 @@ def draw_goals(goals, ax=None, title=""):
     ax.errorbar(med, y, xerr=[lo, hi], fmt="none", ecolor="#000000", capsize=3, lw=1)
     ax.vlines([g["target"] for g in goals], y - 0.42, y + 0.42, color=OKABE_ITO[5], lw=2.5)
     for k, (m, g) in enumerate(zip(med, goals)):
-        ax.text(max(m + hi[k], g["target"]) * 1.15, k, f"{times(m)} (goal {times(g['target'])}, {len(g['ratios'])} runs)",
+        n_met = sum(r >= g["target"] for r in g["ratios"])
+        ax.text(max(m + hi[k], g["target"]) * 1.15, k, f"{times(m)} (goal {times(g['target'])}; {n_met} of {len(g['ratios'])} runs met)",
                 va="center", fontsize=8, zorder=5, bbox=dict(fc="white", ec="none", pad=1))
-    ax.set_yticks(y, [g["name"] for g in goals])
+    ax.set_yticks(y, [textwrap.fill(g["name"], 26, break_long_words=False) for g in goals])
     ax.set_xscale("log")
     lows = [min(g["ratios"]) for g in goals] + [g["target"] for g in goals]
-    ax.set_xlim(min(lows) / 2, max(list(med + hi) + [g["target"] for g in goals]) * 12)
+    ax.set_xlim(min(lows) / 2, max(list(med + hi) + [g["target"] for g in goals]) * 40)
     ax.invert_yaxis()
     handles = [Patch(color=OKABE_ITO[2], label="goal met (median)"),
                Patch(facecolor=OKABE_ITO[5], hatch="//", edgecolor="white", label="goal missed (median)"),
