@@ -285,7 +285,7 @@ def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
     then topic#k for each non-empty piece of KEYS; the hash is chapter 6's index_key_hash.
 
     hash(topic + "#" + key) = hash(topic + "#") * 31^len(key) + hash(key) (mod 2^32), so only the keys'
-    own spans are hashed, and the prefix once per topic."""
+    own spans of ASCII keys are hashed, and the prefix once per topic; any other key is hashed whole."""
     rows, start, length = _index_key_spans(buf, keys_span, uniq_span)
     wide = []
     kh = span_java_hashes(buf, start, length, wide=wide).astype(np.uint64) & 0xFFFFFFFF
@@ -512,7 +512,7 @@ def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc):
 def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: bool = True,
                         end=None, strings: bool = False):
     """`scan_segment` and `decode_segment_batch` at once: (headers, end_pos, stop_status, batch).
-    Compiled, one pass over each record while it is in the cache; without the kernels, the two calls."""
+    Compiled, one pass over the records; without the kernels, the two calls."""
     from mqstore.message import _walk
     from mqstore.fast.records import compiled_kernels, scan_segment
     n = len(buf) if end is None else min(end, len(buf))
@@ -597,7 +597,7 @@ def _bulk_form(d):
     return None
 
 # %% ../../book/10b_fast_dispatch.ipynb #79dec816
-MIN_BATCH_BYTES = 8192      # a smaller pass goes record by record (the picture "A batch costs per pass")
+MIN_BATCH_BYTES = 8192      # a smaller pass goes record by record: a fixed setting, not measured
 
 def dispatch_range_fast(commit_log, from_offset: int, dispatchers, to_offset: int | None = None,
                         observer=None) -> int:

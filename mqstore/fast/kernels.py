@@ -310,7 +310,7 @@ def decode_records(d, topic_pos, topic_len, props_pos, props_len, names, name_at
 def scan_decode_records(d, pos, n, cap, check_crc, stop_on_bad_crc, c, spans, born_ip, store_ip, crc_ok,
                         names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash, key_units, nk,
                         table, tab_len, tab_bytes, ntab):
-    """scan_records and decode_records in one pass, while each record is in the cache. Returns
+    """scan_records and decode_records in one pass over the records. Returns
     (rows, why, where) as scan_records, and why 4: too many topics for the table."""
     base = d.ctypes.data
     for i in range(cap):
