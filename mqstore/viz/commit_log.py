@@ -130,7 +130,7 @@ def draw_durability(log, checkpoint=None, start=None, ax=None, title=None):
             if o + n <= end:
                 ax.add_patch(Rectangle(((o - start) / 1024, y), n / 1024, 0.7, fc=color, ec="white", lw=0.4))
         ax.text((end - start) / 1024, y + 0.35, f" ends at offset {end:,}", va="center", fontsize=8,
-                bbox=dict(fc="white", ec="none", pad=0.5))
+                bbox=dict(fc="white", ec="none", pad=0.5), zorder=5)      # above the dashed boundaries
     for mf in log.mfq.files:
         if start < mf.file_from_offset < log.max_offset:
             ax.axvline((mf.file_from_offset - start) / 1024, color="black", ls="--", lw=0.8, zorder=4)
