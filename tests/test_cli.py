@@ -14,7 +14,7 @@ MQSTORE = str(Path(sys.executable).with_name("mqstore"))
 
 
 def run(*args, cwd=None):
-    return subprocess.run([MQSTORE, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run([MQSTORE, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 @pytest.fixture(scope="module")
