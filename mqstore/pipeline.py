@@ -659,6 +659,20 @@ def _refuse_what_rebuild_cannot_keep(root, config, engine: str) -> None:
                                 "messageDelayLevel" + (", which is not known: give --config" if levels is None
                                                        else "; the Spark rebuild writes only the default levels"))
 
+_OUTPUTS = ("consumequeue", "index", "batchconsumequeue")
+
+def _undo_rebuild(out: Path, existed: dict) -> None:
+    "After a failed rebuild: remove what it wrote (its output folders were empty or absent before it)."
+    for sub in ("consumequeue", "index"):
+        if existed[sub]:
+            for p in (out / sub).iterdir():
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for sub in _OUTPUTS:
+        if not existed[sub]:
+            shutil.rmtree(out / sub, ignore_errors=True)
+    if not existed["out"]:
+        shutil.rmtree(out, ignore_errors=True)
+
 
 # %% ../book/12_spark_pipeline.ipynb #a9885865
 def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spark=None,
@@ -676,14 +690,19 @@ def rebuild(root, out, engine: str = "spark", master: str | None = None, *, spar
     for sub in ("consumequeue", "index"):
         if (out / sub).exists() and any((out / sub).iterdir()):
             raise PipelineError(f"{out / sub}: already holds files; rebuild into an empty folder")
+    existed = {"out": out.exists(), **{sub: (out / sub).exists() for sub in _OUTPUTS}}
     out.mkdir(parents=True, exist_ok=True)
-    if engine == "local":
-        messages, queues, entries, files = _rebuild_local(segments, out, config, clock)
-    else:
-        spark = spark or spark_session(master)
-        messages, queues, entries, files = _rebuild_spark(spark, segments, out, config, clock)
-    from mqstore.modern import rebuild_batch_queues        # a 5.x root's BatchCQ topics (chapter 14)
-    batch = rebuild_batch_queues(store_path(root), out, config, queues)
+    try:
+        if engine == "local":
+            messages, queues, entries, files = _rebuild_local(segments, out, config, clock)
+        else:
+            spark = spark or spark_session(master)
+            messages, queues, entries, files = _rebuild_spark(spark, segments, out, config, clock)
+        from mqstore.modern import rebuild_batch_queues    # a 5.x root's BatchCQ topics (chapter 14)
+        batch = rebuild_batch_queues(store_path(root), out, config, queues)
+    except BaseException:
+        _undo_rebuild(out, existed)                        # a failed rebuild leaves `out` as it found it
+        raise
     return {"engine": engine, "root": str(store_path(root)), "out": str(out), "segments": len(segments),
             "messages": messages, "queues": dict(sorted(queues.items())),
             "consume_queue_units": sum(queues.values()), "index_entries": entries, "index_files": files, **batch}

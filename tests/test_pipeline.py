@@ -146,6 +146,38 @@ def test_rebuild_refuses_a_folder_with_files(store, tmp_path):
         rebuild(store, tmp_path / "out", engine="local", config=CONFIG)
 
 
+def test_a_refused_rebuild_leaves_out_as_it_found_it(store, tmp_path):
+    "Issue 28: the index refuses a lying PHYSICALOFFSET after the queues were written; they are removed."
+    damaged = tmp_path / "damaged"
+    shutil.copytree(store, damaged)
+    s = store_segments(damaged)[1]
+    offsets = pipeline.decode_segment(s.path, s.offset, columns=["offset"]).column("offset").to_pylist()
+    patch(damaged, offsets[len(offsets) // 2] + PHYSICAL_OFFSET_POSITION, struct.pack(">q", 12345))
+    out = tmp_path / "absent"
+    with pytest.raises(PipelineError, match="PHYSICALOFFSET"):
+        rebuild(damaged, out, engine="local", config=CONFIG)
+    assert not out.exists()
+    kept = tmp_path / "kept"                            # a folder with other files and empty output folders
+    (kept / "consumequeue").mkdir(parents=True)
+    (kept / "index").mkdir()
+    (kept / "notes.txt").write_text("mine")
+    with pytest.raises(PipelineError, match="PHYSICALOFFSET"):
+        rebuild(damaged, kept, engine="local", config=CONFIG)
+    assert sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*")) == ["consumequeue", "index", "notes.txt"]
+    rebuild(store, kept, engine="local", config=CONFIG)     # and the folder can be used again
+
+
+def test_local_audit_needs_neither_spark_nor_arrow(store):
+    code = ("import json, sys\n"
+            "sys.modules['pyarrow'] = sys.modules['pyspark'] = sys.modules['pandas'] = None\n"
+            "from mqstore.auditing import audit_local\n"
+            f"r = audit_local({str(store)!r})\n"
+            "print(json.dumps([r['ok'], r['messages']]))\n"
+            "assert not any(sys.modules.get(m) for m in ('pyarrow', 'pyspark', 'pandas'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [True, audit(store, engine="local")["messages"]]
+
+
 def test_decode_segment_matches_the_engine(store):
     log = CommitLog(store, CONFIG).load()
     msgs = {off: m for off, m in log.messages(read_body=True)}
@@ -318,6 +350,7 @@ def test_audit_finds_exactly_the_injected_faults(spark, store, tmp_path):
     assert report == {**audit(damaged, engine="local"), "engine": "spark"}
     with pytest.raises(PipelineError, match="PHYSICALOFFSET"):
         rebuild(damaged, tmp_path / "out", spark=spark, config=CONFIG)
+    assert not (tmp_path / "out").exists()                 # the refused rebuild removed what it wrote
 
 
 @pytest.mark.spark
