@@ -48,7 +48,7 @@ def _replay_rows(buf, base: int, headers, observer, on_message) -> None:
 WINDOW_BYTES = 16 << 20                  # a segment is scanned this much at a time
 
 def drop_pages(mm, start: int, end: int) -> None:
-    "Give the pages of mm[start:end] of a map back to the kernel (they stay in the page cache)."
+    "Give the pages of mm[start:end] of a map back to the kernel (madvise(2), MADV_DONTNEED)."
     if mm is None or not hasattr(mm, "madvise") or end <= start:
         return
     start -= start % _mmap.PAGESIZE
