@@ -691,7 +691,7 @@ def scenario_bit_flip(work, back: int = 20) -> ScenarioResult:
 
 # %% ../book/08_crash_lab.ipynb #1dee4aca
 def scenario_stale_checkpoint(work) -> ScenarioResult:
-    "#1153 / #1456: physicMsgTimestamp stays 0, so abnormal recovery replays the whole log."
+    "#1153: physicMsgTimestamp stays 0, so abnormal recovery replays the whole log."
     base, zero = Path(work) / "ckpt-kept", Path(work) / "ckpt-zero"
     acks, clock = crashed_store(base, before=300, after=40)
     shutil.copytree(base, zero)
@@ -768,7 +768,7 @@ def scenario_zero_cq_tail(work, units: int = 5) -> ScenarioResult:
     report = _check(root, acks, clock)
     lost = {id(a) for a, _ in report.lost + report.torn}
     served = sum(1 for a in acks if (a.topic, a.queue_id) == (topic, qid) and id(a) not in lost)
-    return ScenarioResult("#678", f"zero the last {units} units of a queue",
+    return ScenarioResult("lab", f"zero the last {units} units of a queue",
                           "not reproduced (the checkpoint is the clean stop's): #678 needs a logics timestamp ahead of the zeroed units",
                           f"rebuilt by the replay: all {served} messages of {topic}-{qid} served by queue",
                           report.ok and zeroed == units, report, {"zeroed": zeroed, "served": served})
@@ -1191,7 +1191,8 @@ def store_case(template, sent, work, seed: int, log=None) -> tuple:
         shutil.rmtree(root, ignore_errors=True)
 
 # %% ../book/08_crash_lab.ipynb #c655c2d9
-BAD_VALUES = [None, -1, 2**31, 2**63, -2**63 - 1, 1.5, float("nan"), "", "x", "a/b", "..", "\x00", "x" * 300,
+BAD_VALUES = [None,   # edge values; some (0, 1, True, ...) are valid for some parameters
+              -1, 2**31, 2**63, -2**63 - 1, 1.5, float("nan"), "", "x", "a/b", "..", "\x00", "x" * 300,
               b"bytes", bytearray(b"ba"), memoryview(b"mv"), [], [1], ["a"], {}, {"a": 1}, {"a": "b\x01"}, {1: "x"},
               (), ("127.0.0.1", 1), ("::1", 70000), True, False, object(), 0, 1, 7, 4, 8, 12, 16, 0x7FFFFFFF,
               b"x" * 20_000, {"KEYS": "k" * 40_000}]
@@ -1206,7 +1207,7 @@ API_CALLS = {   # call name -> (parameter names, good arguments)
 }
 
 def _api_call(store, rng, name: str):
-    "(description, arguments, call) with one parameter of `name` replaced by a bad value."
+    "(description, arguments, call) with one parameter of `name` replaced by an edge value."
     params, good = API_CALLS[name]
     param, value = rng.choice(params), rng.choice(BAD_VALUES)
     if name == "put":
@@ -1251,7 +1252,7 @@ def _accepted_puts_served(store, accepted) -> None:
 import dataclasses
 
 def open_case(work, rng, i: int):
-    "MessageStore.open with one bad argument, or with a config one of whose fields is bad."
+    "MessageStore.open with one edge-value argument, or with a config one of whose fields is an edge value."
     from mqstore.store import MessageStore
     root = Path(work) / f"open{i}"
     args = dict(root=root, config=FUZZ_CONFIG.with_(), clock=ManualClock(), observer=None,
@@ -1302,7 +1303,7 @@ def _finish_api(store, root, accepted) -> None:
         raise WrongMessage(f"the API cases left {len(problems)} problem(s): {problems[0]}")
 
 def api_cases(template, work, seed: int, n: int, timeout_s: float) -> list:
-    "n calls with one bad argument each, on one open store: [(kind, outcome, detail)]."
+    "n calls with one edge-value argument each, on one open store: [(kind, outcome, detail)]."
     from mqstore.store import MessageStore
     rng, root, out, accepted = random.Random(seed), Path(work) / "api", [], []
     shutil.copytree(template, root)

@@ -50,7 +50,7 @@ RECOVERY_COLORS = {"normal": "#009E73", "abnormal": "#0072B2", "new": "#000000"}
 RECOVERY_MARKERS = {"normal": "^", "abnormal": "o", "new": "s"}
 
 def plot_acknowledged(trials, ax=None):
-    "Per trial: messages acknowledged so far in its store (bars) and how many recovery served back (dots)."
+    "Per trial: messages acknowledged so far in its store (bars) and, above them, how many recovery did not serve back."
     ax = ax or plt.subplots(figsize=(9, 3.2))[1]
     x = np.arange(len(trials))
     acked = np.array([t.acked for t in trials])
@@ -60,6 +60,8 @@ def plot_acknowledged(trials, ax=None):
         sel = [i for i, t in enumerate(trials) if t.mode == mode]
         if sel:
             ax.bar(x[sel], acked[sel], color=MODE_COLORS[mode], width=0.8, label=label)
+    for i in np.flatnonzero(acked < top * 0.1):                  # short bars: their count written on them
+        ax.text(x[i], acked[i] + top * 0.01, str(acked[i]), ha="center", va="bottom", fontsize=7)
     for i, m in enumerate(missing):                              # the row of numbers: not served back
         ax.text(x[i], top * 1.05, str(m), ha="center", va="bottom", fontsize=7, color="#D55E00" if m else "black")
     ax.set_ylim(0, top * 1.2)
@@ -120,8 +122,13 @@ def plot_recovery_cost(trials, ax=None, extra=()):
     for label, replay, secs in extra:
         ax.plot(replay / 1024, secs * 1000, "*", color="#D55E00", ms=13, label=label)
     at0 = Counter(t.recovery for t in trials if t.replay_bytes == 0)
-    ax.set_xlabel("replayed (KiB of commit log); at 0: "
-                  + ", ".join(f"{n} {m}" for m, n in sorted(at0.items())), fontsize=9); ax.set_ylabel("recovery (ms)", fontsize=9)
+    near0 = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in trials if t.recovery == "abnormal" and t.replay_bytes < 2048]
+    for px, py in near0:                 # abnormal recoveries hidden among the triangles at 0: an arrow each
+        ax.annotate("", (px, py), (px + 10, py + 40), arrowprops=dict(arrowstyle="->", color=RECOVERY_COLORS["abnormal"]))
+        ax.plot(px, py, RECOVERY_MARKERS["abnormal"], color=RECOVERY_COLORS["abnormal"], mec="black", ms=5, zorder=6)
+    ax.set_xlabel("replayed (KiB of commit log); at 0: " + ", ".join(f"{n} {m}" for m, n in sorted(at0.items()))
+                  + (f"; under 2 KiB (arrows): {len(near0)} abnormal" if near0 else ""), fontsize=9)
+    ax.set_ylabel("recovery (ms)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title("recovery time against replay length", fontsize=10)
     ax.legend(fontsize=8)
