@@ -42,7 +42,9 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     ax[0].set_ylim(rates.min() / 1e3 / 2, rates.max() / 1e3 * 8)
     _style(ax[0], "absolute rates, each round", "round", "thousand calls/s (log scale)")
     ax[1].plot(rounds, ratio, "o-", color="#000000", label=f"{names[0]} / {names[1]}")
-    ax[1].axhline(np.median(ratio), color=KIND_COLORS["variant"], ls=":", lw=1.5, label="median ratio")
+    calm = ~np.isin(rounds, list(slow))                 # the median of the unshaded rounds
+    ax[1].axhline(np.median(ratio[calm]), color=KIND_COLORS["variant"], ls=":", lw=1.5,
+                  label="median ratio, unshaded rounds" if len(slow) else "median ratio")
     ax[1].set_ylim(0, ratio.max() * 1.9)
     _style(ax[1], "the ratio, each round", "round", "ratio (x)")
     shade = Patch(color="#999999", alpha=0.4, label="profile hook on")
@@ -120,8 +122,8 @@ def draw_targets(rows, ax=None, title=""):
         bar.set_hatch("" if m else "//")
     for y, (s, (_, m, t, _, unit)) in enumerate(zip(share, rows)):
         ax.text(s * 1.1, y, f"{m:.3g}{unit} (target {t:g}{unit}): {'met' if s >= 1 else 'missed'}", va="center", fontsize=8, zorder=5,
-                bbox=dict(fc="white", ec="none", pad=1))
-    ax.axvline(1, color="#000000", lw=1.2)
+                bbox=dict(fc="white", ec="none", pad=1, alpha=0.6))
+    ax.axvline(1, color="#000000", lw=1.2, zorder=6)       # over the labels
     ax.set_xscale("log")
     ax.set_xlim(min(share + [1]) / 2, max(share + [1]) * 30)
     ax.invert_yaxis()
