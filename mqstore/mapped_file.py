@@ -179,7 +179,11 @@ class MappedFile:
     def close(self) -> None:
         "Unmap and close (data not flushed stays in the page cache, as after a kill)."
         if self._mm is not None:
-            self._mm.close()
+            try:
+                self._mm.close()
+            except BufferError:       # a view of the map that only a reference cycle keeps: collect it, once
+                gc.collect()
+                self._mm.close()      # a view still in use: the BufferError stands
             self._file.close()
             self._mm = self._file = None
 
@@ -267,6 +271,9 @@ def force_range(mm, start: int, length: int) -> None:
     if _msync(address + start, length, _MS_SYNC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"msync: {os.strerror(err)}")
+
+# %% ../book/01_mapped_file.ipynb #dc3fcbf0
+import gc
 
 # %% ../book/01_mapped_file.ipynb #acda2864
 class TransientMappedFile(MappedFile):

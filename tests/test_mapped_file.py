@@ -239,3 +239,29 @@ def test_non_ascii_digit_names_are_not_segments(bad):
     # str.isdigit accepts these; name_to_offset must still raise SegmentNameError, not ValueError or a number
     with pytest.raises(SegmentNameError, match="segment name"):
         name_to_offset(bad)
+
+
+def test_close_frees_a_view_that_only_a_reference_cycle_keeps(tmp_path):
+    "A numpy view left in a reference cycle (a traceback, a batch object) must not make close() fail."
+    import gc
+    import numpy as np
+    p = tmp_path / "00000000000000000000"
+    with open(p, "wb") as f:
+        f.truncate(4096)
+    mf = MappedFile(p, 4096)
+    a, b = {}, {}
+    a["other"], b["other"], a["view"] = b, a, np.frombuffer(mf._mm, np.uint8)
+    del a, b
+    gc.disable()                                   # the cycle stays until close collects it
+    try:
+        mf.close()
+    finally:
+        gc.enable()
+    assert mf.closed
+    mf2 = MappedFile(p, 4096)
+    held = memoryview(mf2._mm)                     # a view still in use: close refuses, the map stays usable
+    with pytest.raises(BufferError):
+        mf2.close()
+    held.release()
+    mf2.close()
+    assert mf2.closed
