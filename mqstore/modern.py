@@ -728,7 +728,10 @@ def inner_batch_topics(root, config) -> set:
                 found |= {batch.topics[int(batch.topic_ids[r])] for r in rows.tolist()}
                 del headers, batch
     finally:
-        mfq.close()
+        try:
+            mfq.close()
+        except BufferError:              # a view of a segment still waits for the garbage collector
+            import gc; gc.collect(); mfq.close()
     return found
 
 # %% ../book/14_modern_stores.ipynb #e0f0c934
