@@ -192,12 +192,14 @@ def _segments(folder: Path) -> list:
 
 def record_structures(root, config: StoreConfig | None = None) -> dict:
     "What the records of every segment say ({structure: facts}), read through read-only maps."
+    from mqstore.auditing import mapped_segment
     found, records, segments = {}, 0, 0
     for folder in commit_log_folders(root, config):
         for seg in _segments(folder):
             if not seg.stat().st_size:
                 continue
-            with open(seg, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            with mapped_segment(seg) as buf:        # chapter 12's read-only map: a view that lingers
+                                                    # does not fail the close (unmapped when collected)
                 facts, n = segment_facts(buf)
             records, segments = records + n, segments + 1
             for name, more in facts.items():
