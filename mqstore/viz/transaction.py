@@ -66,10 +66,10 @@ def draw_table_and_redo(snapshots, figsize=None, ncols: int = 3):
     handles = _state_handles() + [
         Patch(fc=_REDO_COLORS["open"], ec="black", label="redo: opens (tagsCode -1)"),
         Patch(fc=_REDO_COLORS["answer"], ec="black", label="redo: answers the half @offset"),
-        tuple(Line2D([], [], color=c, ls=ls, lw=2.2) for c, ls in _BRACKETS[:used])]
+        tuple(Line2D([], [], color=c, ls=ls, lw=2.6) for c, ls in _BRACKETS[:used])]
     labels = [h.get_label() for h in handles[:-1]] + ["answer joined to its half (a line style each)"]
     fig.legend(handles=handles, labels=labels, loc="lower center", ncol=3, fontsize=8, frameon=False,
-               handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, handlelength=7)
+               handler_map={tuple: HandlerTuple(ndivide=None, pad=1.0)}, handlelength=11)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
