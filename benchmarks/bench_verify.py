@@ -13,7 +13,7 @@ import json, os, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GIB, body_crc_seconds, build_store, goal, load, mix_config, mix_count, repeats, scale, spread
+from _common import GIB, body_crc_seconds, build_store, child_env, goal, load, mix_config, mix_count, repeats, scale, spread
 
 HWM = ("import atexit, sys; atexit.register(lambda: sys.stderr.write(next(l for l in open('/proc/self/status') "
        "if l.startswith('VmHWM')))); ")
@@ -29,7 +29,7 @@ def child_hwm(stderr: bytes) -> int:
 def verify(root: Path) -> tuple[float, int, dict]:
     "Run `mqstore verify ROOT --json` in a child: (seconds, its own peak RSS in bytes, its JSON report)."
     t0 = time.perf_counter()
-    child = subprocess.run(COMMAND + ["verify", str(root), "--json"], capture_output=True)
+    child = subprocess.run(COMMAND + ["verify", str(root), "--json"], capture_output=True, env=child_env())
     dt = time.perf_counter() - t0
     assert child.returncode == 0 and child.stdout.strip(), (child.returncode, child.stdout[-500:], child.stderr[-1500:])
     report = json.loads(child.stdout)
@@ -39,7 +39,7 @@ def verify(root: Path) -> tuple[float, int, dict]:
 
 def baseline_rss() -> int:
     "Peak RSS of the same interpreter importing mqstore.cli and numpy and loading the compiled kernels (the floor)."
-    child = subprocess.run(COMMAND[:2] + [HWM + "import mqstore.cli, numpy, mqstore.fast.records as m; m.compiled_kernels()"],
+    child = subprocess.run(COMMAND[:2] + [HWM + "import mqstore.cli, numpy, mqstore.fast.records as m; m.compiled_kernels()"], env=child_env(),
                            capture_output=True, check=True)
     return child_hwm(child.stderr)
 

@@ -730,10 +730,7 @@ def inner_batch_topics(root, config) -> set:
                 found |= {batch.topics[int(batch.topic_ids[r])] for r in rows.tolist()}
                 del headers, batch
     finally:
-        try:
-            mfq.close()
-        except BufferError:              # a view of a segment still waits for the garbage collector
-            import gc; gc.collect(); mfq.close()
+        mfq.close()                      # MappedFile.close collects a view a reference cycle still holds
     return found
 
 # %% ../book/14_modern_stores.ipynb #e0f0c934
