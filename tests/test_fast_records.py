@@ -235,3 +235,49 @@ def test_closed_and_read_only_logs_refuse_the_same_way(tmp_path):
         arg = Message("A", b"x") if name.endswith(".put") else [Message("A", b"x")]
         assert outcome(f, fast, arg) == reference(getattr(CommitLog, name.rsplit(".", 1)[1]), ref, arg)
         assert outcome(f, fast, arg)[1].__name__ == "StoreClosedError"
+
+
+# --- the C address parser of _packed_host answers as ipaddress does (issue 30: put's host cost) ---------------
+
+_IP_SEEDS = ["1.2.3.4", "0.0.0.0", "255.255.255.255", "10.0.0.1", "::", "::1", "1::", "2001:db8::1",
+             "::ffff:1.2.3.4", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4", "fe80::1%eth0"]
+_IP_NOISE = "0123456789abcdefABCDEF:.% x-+\x00\u0663\u00e9"
+
+
+@st.composite
+def _ip_like(draw):
+    s = list(draw(st.sampled_from(_IP_SEEDS)))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(s)))
+        op = draw(st.sampled_from("insert delete replace".split()))
+        ch = draw(st.sampled_from(_IP_NOISE))
+        if op == "insert" or not s:
+            s.insert(at, ch)
+        elif op == "delete":
+            del s[min(at, len(s) - 1)]
+        else:
+            s[min(at, len(s) - 1)] = ch
+    return "".join(s)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_ip_like(), st.integers(0, 65535))
+def test_packed_host_parses_addresses_exactly_as_ipaddress(ip, port):
+    import ipaddress
+    try:
+        addr = ipaddress.ip_address(ip)
+        expected = (addr.packed + struct.pack(">i", port), addr.version == 6)
+    except ValueError:
+        expected = ValueError
+    try:
+        got = fast_records._packed_host.__wrapped__(ip, port)
+    except ValueError:
+        got = ValueError
+    assert got == expected, ip
+
+
+def test_packed_host_takes_ipaddress_objects_and_scoped_v6():
+    import ipaddress
+    v4, v6 = ipaddress.ip_address("10.1.2.3"), ipaddress.ip_address("fe80::1%eth0")
+    assert fast_records._packed_host.__wrapped__(v4, 7) == (v4.packed + struct.pack(">i", 7), False)
+    assert fast_records._packed_host.__wrapped__("fe80::1%eth0", 7) == (v6.packed + struct.pack(">i", 7), True)
