@@ -274,6 +274,14 @@ def test_packed_host_parses_addresses_exactly_as_ipaddress(ip, port):
     except ValueError:
         got = ValueError
     assert got == expected, ip
+    from mqstore.errors import InvalidMessageError
+    from mqstore.store import check_host              # chapter 7's put check takes the same addresses
+    try:
+        check_host((ip, port), "born_host")
+        checked = True
+    except InvalidMessageError:
+        checked = False
+    assert checked == (expected is not ValueError), ip
 
 
 def test_packed_host_takes_ipaddress_objects_and_scoped_v6():
