@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
 from ..message import check_record, RecordStatus
 
+# Okabe-Ito: a colour-blind-safe palette of eight colours
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
 TOPIC_COLORS = OKABE_ITO
 

@@ -12,7 +12,7 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 NO_UNIT = "#BBBBBB"
 
 def _queue_colors(keys):
-    "One Okabe-Ito colour per queue, in sorted order."
+    "One colour per queue, in sorted order, from the Okabe-Ito palette (safe for colour-blind readers)."
     return {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(sorted(keys))}
 
 def _unit_map(cq_store):
