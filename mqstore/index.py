@@ -360,8 +360,8 @@ class IndexService:
         for p in sorted(self.folder.iterdir()):
             if p.name.startswith("."):
                 continue
-            if len(p.name) != 17 or not p.name.isdigit():
-                raise CorruptFileError(f"{p}: not an index file (named by 17 digits of local time)", p)
+            if len(p.name) != 17 or not (p.name.isascii() and p.name.isdigit()):   # "²" is a digit to isdigit
+                raise CorruptFileError(f"{p}: not an index file (named by 17 ASCII digits of local time)", p)
             if read_only and p.stat().st_size == 0:
                 continue                     # a kill between creating and sizing it: out of view
             f = IndexFile(p, self.slot_num, self.index_num, read_only)

@@ -68,7 +68,7 @@ class MappedFile:
         self.writable = writable
         self._file, self._mm = _map(self.path, file_size, writable)
         self.wrote_position = self.committed_position = self.flushed_position = 0
-        self.flush_count = 0       # msync calls, for the pictures of chapter 4
+        self.flush_count = 0       # flushes that ran msync (force() does not count), for chapter 4
         self.store_timestamp = 0   # store time of the last message appended (set by callers)
         self._from_offset = None   # file_from_offset, once asked
         self.created = False       # True when `create` pre-allocated it (only then may warm write)
@@ -149,7 +149,7 @@ class MappedFile:
         return memoryview(self._mm)[pos:end]
 
     def write_at(self, pos: int, data) -> None:
-        "Overwrite bytes already written (used for in-place updates such as index slots)."
+        "Overwrite bytes already written (in-place updates, e.g. a state flag)."
         self._check_writable()
         if pos < 0 or pos + len(data) > self.file_size:
             raise OffsetOutOfRangeError(f"{self.name}: [{pos}, {pos + len(data)}) is outside the file")

@@ -187,14 +187,14 @@ def is_stray_file(p: Path) -> bool:
     return "." in p.name
 
 def segment_start(p: Path, file_size: int) -> int:
-    "The offset a segment's name gives; SegmentNameError for any other name or one ending past 2**63."
+    "The offset a segment's name gives; SegmentNameError for any other name or one ending past 2**63 - 1."
     if p.is_dir() or not SEGMENT_NAME.fullmatch(p.name):
         raise SegmentNameError(
             f"{p}: not a segment (a file named by 20 decimal digits); is this the right folder?", p)
     start = int(p.name)
     if start + file_size > OFFSET_LIMIT:
         raise SegmentNameError(f"{p}: a segment of {file_size} bytes starting at {start} ends past "
-                               "2**63, the largest offset a record can hold", p)
+                               "2**63 - 1, the largest offset a record can hold", p)
     return start
 
 # %% ../book/02_mapped_file_queue.ipynb #e6792ba0

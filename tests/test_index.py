@@ -137,6 +137,13 @@ def test_load_refuses_foreign_files_and_bad_headers(tmp_path):
         IndexService(tmp_path, 4, 8).load()
 
 
+@pytest.mark.parametrize("name", ["²" * 17, "٢٠٢٤٠١٠١٠٠٠٠٠٠٠٠٠"])   # digits to str.isdigit, not ASCII
+def test_load_refuses_a_name_of_non_ascii_digits(tmp_path, name):
+    assert len(name) == 17 and name.isdigit() and not name.isascii()
+    (tmp_path / name).write_bytes(bytes(index_file_size(4, 8)))   # a well-formed, empty index file
+    with pytest.raises(CorruptFileError):
+        IndexService(tmp_path, 4, 8).load()
+
 def test_slot_pointing_past_count_is_empty(tmp_path):
     f = IndexFile.create(tmp_path / "x", 4, 16)
     h = index_key_hash("T#a")

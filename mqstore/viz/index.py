@@ -28,23 +28,27 @@ def chain_of(f, key_hash: int) -> list:
 
 # %% ../../book/06_index.ipynb #2bc993bc
 def draw_chains(f, ax=None, title=None):
-    "Slots (top row) and entries (bottom row) of a small index file; arrows: slot -> head, entry -> prev."
+    "Slots (top row) and entries (bottom row) of a small index file; arrows: slot -> head (its number at the tip), entry -> prev."
     n_entries = f.index_count - 1
     width = max(f.slot_num, n_entries)
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 3.4))
     slots = f.slots()
-    palette = [c if c != "#F0E442" else "#8C564B" for c in OKABE_ITO]   # brown for yellow: faint on white
+    # eight hues far apart: Okabe-Ito's orange, sky blue, green, pink and black, with brown, purple and grey
+    # for its yellow (faint on white), blue and vermillion (too close to sky blue and orange on a thin line)
+    palette = ["#E69F00", "#56B4E9", "#009E73", "#8C564B", "#6A3D9A", "#999999", "#CC79A7", "#000000"]
     colour = lambda s: palette[s % len(palette)]
-    ink = lambda s: "white" if colour(s) in ("#000000", "#0072B2") else "black"
+    ink = lambda s: "white" if colour(s) in ("#000000", "#6A3D9A", "#8C564B") else "black"
     for s in range(f.slot_num):
         x = s * width / f.slot_num
         ax.add_patch(Rectangle((x, 2), 0.9, 0.7, fc=colour(s), ec="black", lw=0.6))
         ax.text(x + 0.45, 2.35, str(s), ha="center", va="center", fontsize=8, color=ink(s))
         head = f.slot_value(s)
         if head:
-            ax.add_patch(FancyArrowPatch((x + 0.45, 2), (head - 1 + 0.45, 0.72), arrowstyle="->",
+            ax.add_patch(FancyArrowPatch((x + 0.45, 2), (head - 1 + 0.45, 1.12), arrowstyle="->",
                                          mutation_scale=9, color=colour(s), lw=1.2))
+            ax.text(head - 1 + 0.45, 0.9, str(s), ha="center", va="center", fontsize=7, fontweight="bold",
+                    color=colour(s))     # which slot's arrow lands here
     for n in range(1, n_entries + 1):
         h, _, _, prev = f.entry(n)
         s = h % f.slot_num
