@@ -44,7 +44,7 @@ from collections import Counter
 from matplotlib.ticker import MaxNLocator
 
 PHASE_COLORS = {"starting": "#000000", "opening": "#E69F00", "writing": "#0072B2", "closed": "#009E73"}
-MODE_COLORS = {"kill": "#56B4E9", "power": "#E69F00"}
+MODE_COLORS = {"kill": "#999999", "power": "#CC79A7"}   # colours the phases of the next figure do not use
 MODE_MARKERS = {"kill": "o", "power": "s"}
 RECOVERY_COLORS = {"normal": "#009E73", "abnormal": "#0072B2", "new": "#000000"}
 RECOVERY_MARKERS = {"normal": "^", "abnormal": "o", "new": "s"}
@@ -78,7 +78,7 @@ def plot_acknowledged(trials, ax=None):
     return ax
 
 # %% ../../book/08_crash_lab.ipynb #7fb4fc6a
-from matplotlib.ticker import LogLocator, FuncFormatter, NullFormatter
+from matplotlib.ticker import LogLocator, FuncFormatter, NullFormatter, MultipleLocator
 
 def plot_kill_points(trials, ax=None):
     "When each kill was sent (x) and which phase of the writer it hit (colour); y = trial."
@@ -98,7 +98,9 @@ def plot_kill_points(trials, ax=None):
     ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MultipleLocator(1))  # a tick per trial number
+    ax.grid(axis="y", color="#dddddd", lw=0.6)
+    ax.set_ylim(-0.7, max((t.number for t in trials), default=0) + 0.7)
     ax.set_xlabel("kill sent after (ms, log scale)", fontsize=9); ax.set_ylabel("trial number (per mode)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title("where the kills landed", fontsize=10)
