@@ -416,7 +416,7 @@ def window_claims(w: LogWindow):
 
 # %% ../book/13_real_stores.ipynb #b17be98e
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    "np.isin(a, b) by sorting b and a binary search (faster here than numpy's hashing)."
+    "np.isin(a, b) by sorting b and a binary search."
     b = np.sort(b)
     if not len(b):
         return np.zeros(len(a), bool)

@@ -141,7 +141,8 @@ def test_a_deleted_batch_file_is_rebuilt_when_the_size_is_given(bcq, vectors5):
     assert (root / BCQ_FILE).read_bytes() == _original(vectors5, BCQ_FILE)
 
 
-@pytest.mark.parametrize("case", ["consumequeue folder", "no batchconsumequeue", "stray folder", "odd size"])
+@pytest.mark.parametrize("case", ["consumequeue folder", "no batchconsumequeue", "no 5.x folder", "stray folder",
+                                  "odd size"])
 def test_writing_commands_refuse_what_they_cannot_keep(bcq, case, capsys):
     root, _ = bcq
     if case == "consumequeue folder":
@@ -149,6 +150,9 @@ def test_writing_commands_refuse_what_they_cannot_keep(bcq, case, capsys):
         (root / "consumequeue" / "BCQTopic" / "0" / "00000000000000000000").write_bytes(bytes(1280))
     elif case == "no batchconsumequeue":
         shutil.rmtree(root / "batchconsumequeue")
+    elif case == "no 5.x folder":                   # nor compaction/: the records alone say inner batches
+        shutil.rmtree(root / "batchconsumequeue")
+        shutil.rmtree(root / "compaction")
     elif case == "stray folder":
         (root / "batchconsumequeue" / "BCQTopic" / "x").mkdir()
     else:
