@@ -619,6 +619,7 @@ def check_topic(topic) -> None:
 
 _GOOD_TOPICS, _GOOD_HOSTS = set(), set()            # already checked: put is a hot path
 
+# %% ../book/07_recovery.ipynb #11027fcd
 def _check_address(ip) -> None:
     "Raise ValueError unless `ip` is an IPv4/IPv6 address (inet_pton, in C, first: ipaddress costs 5-9 us)."
     if type(ip) is str and "%" not in ip:
