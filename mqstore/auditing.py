@@ -55,7 +55,7 @@ def _segment_files(root: Path) -> list:
         raise NotAStoreError(f"{root}: not a store (no commitlog folder)", root)
     files = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     for p in files:
-        if p.is_dir() or len(p.name) != 20 or not p.name.isdigit():
+        if p.is_dir() or len(p.name) != 20 or not (p.name.isascii() and p.name.isdigit()):
             raise SegmentNameError(f"{p}: not a segment (a file named by 20 decimal digits)", p)
         try:
             with open(p, "rb") as f:

@@ -343,7 +343,7 @@ def scan_log(root, config):
     its CRC, from the first segment on, and the status of what stopped the scan)."""
     out, r = [], None
     folder = Path(root) / "commitlog"
-    segs = sorted(p for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+    segs = sorted(p for p in folder.iterdir() if p.name.isascii() and p.name.isdigit()) if folder.is_dir() else []
     for seg in segs:
         data, pos, base = seg.read_bytes(), 0, int(seg.name)
         while pos < len(data):
@@ -993,7 +993,7 @@ def damage_garbage_tail(root, rng, sent):
 
 def damage_foreign_segment(root, rng, sent):
     "A segment copied to another offset (another store's file, or a stray copy)."
-    segs = [p for p in _store_files(root, "commitlog") if p.name.isdigit()]
+    segs = [p for p in _store_files(root, "commitlog") if p.name.isascii() and p.name.isdigit()]
     if not segs:
         return "no segment to copy"
     src, size = rng.choice(segs), FUZZ_CONFIG.commit_log_file_size

@@ -79,7 +79,7 @@ def _queue_folder(found: dict, p: Path, rel: str) -> None:
         return _add(found, "RocksDB consume queues", rel)
     if not p.is_dir():
         return _add(found, "unknown entries", rel)
-    queues = sum(q.is_dir() and q.name.isdigit() for q in p.iterdir())
+    queues = sum(q.is_dir() and q.name.isascii() and q.name.isdigit() for q in p.iterdir())
     if p.name.startswith(LMQ_PREFIX):
         return _add(found, "light message queues", rel, queues=queues)
     _add(found, "consume queues", "consumequeue", topics=1, queues=queues)
@@ -187,7 +187,7 @@ def commit_log_folders(root, config: StoreConfig | None = None) -> list:
     return paths or [Path(root) / "commitlog"]
 
 def _segments(folder: Path) -> list:
-    return [p for p in sorted(folder.iterdir()) if p.is_file() and len(p.name) == 20 and p.name.isdigit()] \
+    return [p for p in sorted(folder.iterdir()) if p.is_file() and len(p.name) == 20 and p.name.isascii() and p.name.isdigit()] \
         if folder.is_dir() else []
 
 def record_structures(root, config: StoreConfig | None = None) -> dict:

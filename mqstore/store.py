@@ -122,7 +122,7 @@ class MessageStore:
         dropped, kept = [], []
         try:
             for p in sorted(folder.iterdir()):
-                if len(p.name) != 17 or not p.name.isdigit():
+                if len(p.name) != 17 or not (p.name.isascii() and p.name.isdigit()):   # not "²"
                     continue
                 if p.stat().st_size == 0:          # killed between creating and sizing it (chapter 8)
                     dropped.append(p.name)

@@ -238,3 +238,18 @@ def test_a_zeroed_index_header_after_a_clean_stop_is_filled_again(tmp_path, whic
     f.write_bytes(bytes(data))
     MessageStore.open(root, cfg, clock=ck).close()
     assert raw_entries(root, cfg) == one_dispatch(root, cfg)
+
+
+def test_a_crash_open_keeps_a_stray_file_named_by_non_ascii_digits(tmp_path):
+    "'²' is a digit to str.isdigit: an empty file so named is no index file, and crash handling must not delete it."
+    from mqstore.checkpoint import create_abort_file
+    from mqstore.errors import CorruptFileError
+    with MessageStore.open(tmp_path, StoreConfig.small()) as store:
+        store.put(Message("T", b"x", properties={"KEYS": "k"}))
+        assert store.wait_dispatched()
+    odd = tmp_path / "index" / ("2026112700000000" + "\u00b2")
+    odd.write_bytes(b"")
+    create_abort_file(tmp_path)
+    with pytest.raises(CorruptFileError, match="not an index file"):
+        MessageStore.open(tmp_path, StoreConfig.small())
+    assert odd.exists()

@@ -505,3 +505,14 @@ def test_session_settings_pin_only_a_local_driver_to_loopback(monkeypatch, tmp_p
     assert asked["spark.executor.memory"] == "2g"
     pipeline._prepare_environment(tmp_path)
     assert "SPARK_LOCAL_IP" not in os.environ
+
+
+def test_a_segment_name_of_non_ascii_digits_is_a_segment_name_error(tmp_path):
+    "'²' is a digit to str.isdigit, not to int(): the pipeline names the file instead of failing in int()."
+    from mqstore.auditing import store_segments
+    from mqstore.errors import SegmentNameError
+    (tmp_path / "commitlog").mkdir()
+    odd = tmp_path / "commitlog" / ("0" * 19 + "\u00b2")
+    odd.write_bytes(bytes(4096))
+    with pytest.raises(SegmentNameError, match="not a segment"):
+        store_segments(tmp_path)

@@ -13,7 +13,7 @@ CACHE_COLOR, DISK_COLOR = "#56B4E9", "#0072B2"
 def _short(name: str) -> str:
     "consumequeue/Audit/0/00000000000000000000 -> consumequeue/Audit/0/0"
     head, _, last = name.rpartition("/")
-    return f"{head}/{int(last)}" if len(last) == 20 and last.isdigit() else name
+    return f"{head}/{int(last)}" if len(last) == 20 and last.isascii() and last.isdigit() else name
 
 def plot_extents(extents, ax=None, title="what a power cut leaves"):
     "Per file: where its written bytes end in the page cache and on disk (`written_extents`), log scale."
