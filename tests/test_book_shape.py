@@ -49,7 +49,7 @@ def exercises(cells):
             s = _src(d).lstrip()
             if d["cell_type"] == "markdown" and (s.startswith("### Exercise") or s.startswith("## ")):
                 break
-            if d["cell_type"] == "code" and "hide-input" in _tags(d):
+            if d["cell_type"] == "code" and ("hide-cell" in _tags(d) or "hide-input" in _tags(d)):
                 folded = True
             if d["cell_type"] == "markdown" and ":class: dropdown" in s:
                 folded = True
