@@ -27,11 +27,13 @@ def _style(ax, title, xlabel, ylabel=None):
 
 def _clear_of(ax, texts, xs, gap=1.06):
     "Move each left-aligned label that would cross a vertical line at one of `xs` (data) to its right."
+    if ax.figure.get_layout_engine() is None:
+        ax.figure.tight_layout()                  # measure at the layout the cells draw with
     renderer = ax.figure.canvas.get_renderer()
     for t in texts:
         for x in sorted(xs):
             box, px = t.get_window_extent(renderer), ax.transData.transform((x, 0))[0]
-            if box.x0 - 4 <= px <= box.x1 + 4:
+            if box.x0 - 12 <= px <= box.x1 + 12:
                 t.set_x(x * gap)
 
 def _bar_label(r, marks, near=1.15):
@@ -98,7 +100,6 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     lines = [x for _, x in marks]
     ax.set_xscale("log")
     ax.set_xlim(min(ratios + lines) / 3, max(ratios + lines) * 4)
-    _clear_of(ax, labels, lines)
     ax.invert_yaxis()
     _style(ax, title, f"ratio to the baseline ({baseline} = 1), log scale")
     tags.sort(key=lambda t: t[0])
@@ -107,7 +108,9 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     ax.set_title(title, fontsize=10, pad=24)         # room for the tags
     ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2 - 0.25 / len(names)),
               ncol=2, frameon=False)
+    _clear_of(ax, labels, lines)
     return ax
+
 
 # %% ../../book/11_performance.ipynb #809a9858
 def draw_shares(shares, ax=None, title=""):
@@ -142,14 +145,15 @@ def draw_targets(rows, ax=None, title=""):
     ax.axvline(1, color="#000000", lw=1.2, zorder=6)
     ax.set_xscale("log")
     ax.set_xlim(min(share + [1]) / 2, max(share + [1]) * 30)
-    _clear_of(ax, labels, [1])
     ax.invert_yaxis()
     ax.legend(handles=[Patch(color=OKABE_ITO[2], label="target met"),
                        Patch(facecolor=OKABE_ITO[5], hatch="//", edgecolor="white", label="target missed"),
                        Line2D([], [], color="#000000", label="exactly on target")], fontsize=8, ncol=3, frameon=False,
               loc="upper center", bbox_to_anchor=(0.5, -0.13))
     _style(ax, title, "measured / target (log scale; right of the black line = met)")
+    _clear_of(ax, labels, [1])
     return ax
+
 
 # %% ../../book/11_performance.ipynb #a79b4d49
 import textwrap
