@@ -25,6 +25,23 @@ def _style(ax, title, xlabel, ylabel=None):
         ax.set_ylabel(ylabel, fontsize=9)
     ax.tick_params(labelsize=8)
 
+def _clear_of(ax, texts, xs, gap=1.06):
+    "Move each left-aligned label that would cross a vertical line at one of `xs` (data) to its right."
+    if ax.figure.get_layout_engine() is None:
+        ax.figure.tight_layout()                  # measure at the layout the cells draw with
+    renderer = ax.figure.canvas.get_renderer()
+    for t in texts:
+        for x in sorted(xs):
+            box, px = t.get_window_extent(renderer), ax.transData.transform((x, 0))[0]
+            if box.x0 - 12 <= px <= box.x1 + 12:
+                t.set_x(x * gap)
+
+def _bar_label(r, marks, near=1.15):
+    "A bar's ratio and, for each (tag, x) line within a factor `near` of its end, the side it ends on."
+    return times(r) + "".join(f", {'right' if r > x else 'left'} of {tag}" for tag, x in marks
+                              if abs(np.log(r / x)) < np.log(near))
+
+
 # %% ../../book/11_performance.ipynb #7b8b5907
 def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     "Two panels: the rates of a candidate and its baseline per round, and their ratio per round."
@@ -57,9 +74,8 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
 def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title=""):
     """Every figure of a benchmark as a ratio to its baseline (the baseline bar is 1), on a log axis.
 
-    `values` maps a bar's name to its measured rate; `kinds` maps it to a key of KIND_COLORS.
-    `limits` (reference lines measured on the machine) and `targets` are (label, rate) pairs in the same unit: they are
-    divided by the baseline too and drawn as vertical lines."""
+    `values` maps a bar's name to its measured rate; `kinds` maps it to a key of KIND_COLORS. `limits` (reference
+    lines measured on the machine) and `targets` are (label, rate) pairs, divided by the baseline too: vertical lines."""
     names = list(values)
     base = values[baseline]
     ratios = [values[k] / base for k in names]
@@ -67,9 +83,9 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
         rows = len(set(kinds[n] for n in names)) + len(limits) + len(targets)
         _, ax = plt.subplots(figsize=(9, 0.45 * len(names) + 1.4 + 0.12 * rows))
     ax.barh(names, ratios, color=[KIND_COLORS[kinds[k]] for k in names], height=0.6)
-    for y, r in enumerate(ratios):
-        ax.text(r * 1.08, y, times(r), va="center", fontsize=8, zorder=5,
-                bbox=dict(fc="white", ec="none", pad=1, alpha=0.6))
+    marks = [(f"{c}{k + 1}", v / base) for c, group in (("L", limits), ("T", targets)) for k, (_, v) in enumerate(group)]
+    labels = [ax.text(r * 1.08, y, _bar_label(r, marks), va="center", fontsize=8, zorder=5,
+                      bbox=dict(fc="white", ec="none", pad=1, alpha=0.6)) for y, r in enumerate(ratios)]
     handles = [Patch(color=KIND_COLORS[k], label=k) for k in dict.fromkeys(kinds[n] for n in names)]
     top, tags = ax.get_xaxis_transform(), []        # x in data, y in axes: a tag above each line
     for k, ((label, v), ls) in enumerate(zip(limits, ("--", "-."))):
@@ -81,7 +97,7 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
         tags.append((v / base, ax.text(v / base, 1.01, f"T{k + 1}", transform=top, ha="center", va="bottom", fontsize=8,
                                        color=OKABE_ITO[5])))
         handles.append(Line2D([], [], color=OKABE_ITO[5], ls=ls, lw=1.8, label=f"T{k + 1}, target: {label} ({times(v / base)})"))
-    lines = [v / base for _, v in (*limits, *targets)]
+    lines = [x for _, x in marks]
     ax.set_xscale("log")
     ax.set_xlim(min(ratios + lines) / 3, max(ratios + lines) * 4)
     ax.invert_yaxis()
@@ -92,7 +108,9 @@ def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title="
     ax.set_title(title, fontsize=10, pad=24)         # room for the tags
     ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2 - 0.25 / len(names)),
               ncol=2, frameon=False)
+    _clear_of(ax, labels, lines)
     return ax
+
 
 # %% ../../book/11_performance.ipynb #809a9858
 def draw_shares(shares, ax=None, title=""):
@@ -114,24 +132,28 @@ def draw_targets(rows, ax=None, title=""):
     measured when lower is better) on a log axis, green and plain when met, vermillion and hatched when not."""
     share = [m / t if hi else t / m for _, m, t, hi, _ in rows]
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
+        _, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 2.0))
     met = [s >= 1 for s in share]
     ax.barh([r[0] for r in rows], share, height=0.6, color=[OKABE_ITO[2] if m else OKABE_ITO[5] for m in met],
             hatch=None, edgecolor="white")
     for bar, m in zip(ax.patches, met):
         bar.set_hatch("" if m else "//")
+    labels = []
     for y, (s, (_, m, t, _, unit)) in enumerate(zip(share, rows)):
-        ax.text(s * 1.1, y, f"{m:.3g}{unit} (target {t:g}{unit}): {'met' if s >= 1 else 'missed'}", va="center", fontsize=8, zorder=5,
-                bbox=dict(fc="white", ec="none", pad=1, alpha=0.6))
-    ax.axvline(1, color="#000000", lw=1.2, zorder=6)       # over the labels
+        labels.append(ax.text(s * 1.1, y, f"{m:.3g}{unit} (target {t:g}{unit}): {'met' if s >= 1 else 'missed'}",
+                              va="center", fontsize=8, zorder=5, bbox=dict(fc="white", ec="none", pad=1, alpha=0.6)))
+    ax.axvline(1, color="#000000", lw=1.2, zorder=6)
     ax.set_xscale("log")
     ax.set_xlim(min(share + [1]) / 2, max(share + [1]) * 30)
     ax.invert_yaxis()
     ax.legend(handles=[Patch(color=OKABE_ITO[2], label="target met"),
                        Patch(facecolor=OKABE_ITO[5], hatch="//", edgecolor="white", label="target missed"),
-                       Line2D([], [], color="#000000", label="exactly on target")], fontsize=8, loc="upper right")
+                       Line2D([], [], color="#000000", label="exactly on target")], fontsize=8, ncol=3, frameon=False,
+              loc="upper center", bbox_to_anchor=(0.5, -0.13))
     _style(ax, title, "measured / target (log scale; right of the black line = met)")
+    _clear_of(ax, labels, [1])
     return ax
+
 
 # %% ../../book/11_performance.ipynb #a79b4d49
 import textwrap
