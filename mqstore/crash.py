@@ -823,7 +823,8 @@ def scenario_empty_index_file(work) -> ScenarioResult:
     dropped = p.name in _dropped(report) and not p.exists()
     return ScenarioResult("lab", "leave a zero-byte index file",
                           "not reported; not tried with RocketMQ here",
-                          f"the empty file is {'dropped' if dropped else 'KEPT'} and its range re-indexed",
+                          f"the empty file is {'dropped' if dropped else 'KEPT'}: "
+                          + ("every key found" if report.ok else "keys missing"),
                           report.ok and dropped, report, {"opened_as_is": opened, "dropped": dropped})
 
 # %% ../book/08_crash_lab.ipynb #fefd20b8
@@ -870,8 +871,8 @@ def scenario_crash_during_rebuild(work) -> ScenarioResult:
     would_lose = sum(int((entries[n] < start).sum()) for n in gone)
     return ScenarioResult("lab", "kill recovery between dropping and rebuilding the index",
                           f"inferred: nothing left to drop, the replay from the checkpoint misses {would_lose} entries",
-                          "every crash replays from where the kept index ends"
-                          + (": every key found" if report.ok else ": keys missing"),
+                          "the replay indexes the deleted files' records again: "
+                          + ("every key found" if report.ok else "keys missing"),
                           report.ok and len(gone) > 0 and would_lose > 0, report,
                           {"deleted": len(gone), "would_lose": would_lose})
 
