@@ -261,7 +261,7 @@ class ConsumeQueueStore:
         self.folder = Path(root) / "consumequeue"
         self.units_per_file = units_per_file
         self.queues: dict = {}                       # (topic, queue_id) -> ConsumeQueue
-        self.logics_msg_timestamp = 0                # store time of the last record dispatch() was handed
+        self.logics_msg_timestamp = 0                # store time of the last record dispatch() passed to a queue
         self.ignored_folders: list = []              # folders under consumequeue/ that name no queue
         self.mending, self.elsewhere = False, set()  # replay mending (ConsumeQueue.mend); topics kept elsewhere (ch. 14)
 
