@@ -235,6 +235,40 @@ def test_inspector_shows_the_torn_record(inspector):
     p.root.locator(".mqx-segment").select_option("0")
 
 
+def test_inspector_transaction_points_at_its_prepared_record(inspector):
+    p = inspector
+    p.root.locator(".mqx-segment").select_option("0")
+    buf = _bytes(p.data()["segments"][0])
+    msgs = [(pos, decode_record(buf, pos)) for pos, r in _walk(buf) if r.ok]
+    (prepared, _), = [(pos, m) for pos, m in msgs if m.transaction_type == 0x4]
+    pointers = [(pos, m.prepared_transaction_offset) for pos, m in msgs if m.transaction_type in (0x8, 0xC)]
+    assert len(pointers) == 2 and {ptr for _, ptr in pointers} == {prepared}     # commit and rollback, this file's
+    for pos, ptr in pointers:
+        (off, _), = [(o, n) for name, o, n in record_fields(buf, pos) if name == "PREPAREDTRANSACTIONOFFSET"]
+        p.root.locator(".mqx-byte").fill(str(pos + off))
+        assert _panel(p)["value"] == str(prepared)
+        p.root.locator(".mqx-byte").fill(str(ptr))                   # following the pointer
+        shown = _panel(p)
+        assert (int(shown["record"]), shown["field"], int(shown["offset"])) == (
+            [q for q, _ in msgs].index(prepared), "TOTALSIZE", 0)
+    p.root.locator(".mqx-byte").fill("")
+
+
+def test_inspector_typed_offset_is_clamped_to_a_shorter_segment(inspector):
+    p = inspector
+    segs = p.data()["segments"]
+    (k, torn), = [(k, s) for k, s in enumerate(segs) if s["name"].startswith("torn")]
+    p.root.locator(".mqx-segment").select_option("0")
+    p.root.locator(".mqx-byte").fill(str(len(_bytes(segs[0])) - 152))          # past the torn file's end
+    p.root.locator(".mqx-segment").select_option(str(k))
+    last = len(_bytes(torn)) - 1
+    box = p.root.locator(".mqx-byte")
+    assert int(box.input_value()) == last == int(box.get_attribute("max")) and int(_panel(p)["byte"]) == last
+    p.shot("record_inspector_torn_clamped")
+    box.fill("")
+    p.root.locator(".mqx-segment").select_option("0")
+
+
 def test_inspector_fields_are_rocketmqs(inspector):
     names = set(inspector.data()["field_names"])
     assert names == set(FIELD_NAMES)
@@ -355,6 +389,9 @@ def test_recovery_verdict_is_check_stores(recovery, fault, crash_at, rule):
     p = recovery
     shown = _choose(p, fault, crash_at, rule)
     want = _expected(fault, crash_at, rule)
+    assert int(shown["step"]) <= len(want["events"])      # a change keeps the step, clamped (see below)
+    p.root.locator(".mqx-step").fill(shown["steps"])       # the end: the verdict
+    shown = p.root.evaluate("el => Object.assign({}, el.dataset)")
     assert (shown["fault"], int(shown["crash"]), shown["rule"]) == (fault, crash_at, rule)
     assert {k: int(shown[k]) for k in ("acked", "lost", "keys", "units")} == \
            {k: want[k] for k in ("acked", "lost", "keys", "units")}
@@ -432,3 +469,51 @@ def test_the_stored_output_runs_as_jupyterlab_shows_it(browser, chapter, call, s
             assert root.locator(".mqx-panel").evaluate("p => p.dataset.field") == "SYSFLAG"
     assert not errors and not outside, (errors, outside)
     page.close()
+
+
+def _rendered_widths(p, cls):
+    return p.root.locator(f"rect.{cls}").evaluate_all("els => els.map(e => e.getBoundingClientRect().width)")
+
+
+def test_recovery_keeps_the_step_across_changes(recovery):
+    p = recovery
+    d = p.data()
+    labels = dict(d["faults"])
+    step = p.root.locator(".mqx-step")
+    _choose(p, "crash", 25, "rocketmq4")
+    n4 = int(p.root.get_attribute("data-steps"))
+    step.fill("0")
+    assert p.root.get_attribute("data-title") == "before recovery \u2014 " + labels["crash"]   # the menu's label
+    step.fill("10")
+    p.shot("recovery_crash_25_rocketmq4_step10")
+    p.root.locator(".mqx-rule").select_option(str([r for r, _ in d["rules"]].index("mqstore")))
+    n = int(p.root.get_attribute("data-steps"))
+    assert (p.root.get_attribute("data-rule"), int(p.root.get_attribute("data-step"))) == ("mqstore", 10)
+    p.shot("recovery_crash_25_mqstore_step10")
+    assert n > n4
+    step.fill(str(n))                                      # past the end of the other rule's run: its end
+    p.root.locator(".mqx-rule").select_option(str([r for r, _ in d["rules"]].index("rocketmq4")))
+    assert int(p.root.get_attribute("data-step")) == n4 == int(step.input_value())
+    text = p.root.locator(".mqx-verdict").inner_text()     # the rule's keys and check_store's check, apart
+    keys = int(p.root.get_attribute("data-keys"))
+    assert keys and f"({keys} that RocketMQ 4.x would not index again, simulated; 0 failed check_store's" in text
+    assert "What check_store checked: the files this engine's abnormal recovery left" in text
+    p.shot("recovery_crash_25_rocketmq4_verdict")
+    p.root.locator(".mqx-crash").fill(str(d["crash_points"].index(5)))           # the crash point too
+    assert int(p.root.get_attribute("data-step")) == min(n4, int(p.root.get_attribute("data-steps")))
+
+
+@pytest.mark.parametrize("fault", ["flipped_bit", "torn"])
+def test_recovery_bad_records_are_visible(recovery, fault):
+    p = recovery
+    _choose(p, fault, 25, "mqstore")
+    step = p.root.locator(".mqx-step")
+    step.fill("0")
+    assert p.root.get_attribute("data-title") == "before recovery \u2014 " + FAULT_NOTES[fault]
+    widths = _rendered_widths(p, "mqx-bad-before")
+    assert len(widths) == 1 and min(widths) >= 6, widths  # the damaged record in the files the crash left
+    p.shot(f"recovery_{fault}_25_mqstore_before")
+    step.fill(p.root.get_attribute("data-steps"))
+    widths = _rendered_widths(p, "mqx-bad")
+    assert len(widths) == int(p.root.get_attribute("data-bad")) >= 1 and min(widths) >= 6, widths
+    p.shot(f"recovery_{fault}_25_mqstore_bad")

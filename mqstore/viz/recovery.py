@@ -458,14 +458,16 @@ def check_scenario(root, config, clock, sc):
     return check_store(root, config, acked=scenario_acks(sc), clock=clock)
 
 def verdict(report, unindexed=(), recovery: str = "") -> dict:
-    """A report in three numbers: acknowledged messages lost, keys not found (plus `unindexed`), units wrong.
+    """A report in three numbers: acknowledged messages lost, keys not found (plus `unindexed`: `keys_by_rule`
+    of them are only there), units wrong.
     `recovery`: the mode of the recovery judged. (check_store reopens the store after that recovery's clean
     close, so the report's own mode is "normal": `summary` leaves it out.)"""
     lost = [a.key for a, why in report.lost + report.torn if not why.startswith("query")]
-    keys = {a.key for a, why in report.lost if why.startswith("query")} | (set(unindexed) - set(lost))
+    checked = {a.key for a, why in report.lost if why.startswith("query")}      # check_store's failed lookups
+    keys = checked | (set(unindexed) - set(lost))
     units = [p for p in report.problems if not p.startswith(("index", "commit log"))]
     return dict(acked=report.acked, lost=len(lost), lost_keys=lost[:6], keys=len(keys),
-                missing_keys=sorted(keys)[:6], units=len(units), unit_problems=units[:3],
+                keys_by_rule=len(keys - checked), missing_keys=sorted(keys)[:6], units=len(units), unit_problems=units[:3],
                 problems=len(report.problems), recovery=recovery, summary=report.summary().split(": ", 1)[1])
 
 # %% ../../book/07_recovery.ipynb #21559811

@@ -130,7 +130,10 @@
       grid.appendChild(frag);
       byteIn.max = bytes.length - 1;
       highlight(fieldSel.value);
-      panel.textContent = "Point at a byte (or type its offset) to name its record and field.";
+      if (byteIn.value !== "") {          // a typed offset stays, clamped to this segment's bytes, and pinned
+        pinned = Math.max(0, Math.min(bytes.length - 1, Math.floor(+byteIn.value) || 0));
+        byteIn.value = pinned; show(pinned);
+      } else panel.textContent = "Point at a byte (or type its offset) to name its record and field.";
     }
     grid.addEventListener("mouseover", function (ev) {
       var i = ev.target.dataset && ev.target.dataset.i;

@@ -35,10 +35,10 @@
     });
   };
 
-  /* what the first `upto` events say (the chapter's _state) */
+  /* what the first `upto` events say (the chapter's _state); `fault`: the fault's label, as in the menu */
   X.recoveryState = function (evs, upto, fault) {
     var st = {checked: {}, chosen: null, walked: [], bad: [], cut: null, cqCut: null, dropped: null,
-              title: fault + ": before recovery"};
+              title: "before recovery \u2014 " + fault};
     evs.slice(0, upto).forEach(function (e) {
       switch (e.kind) {
         case "RecoveryStarted":
@@ -125,8 +125,9 @@
     function pick() {
       var fi = +fault.value, ci = +crash.value, ri = +rule.value;
       var c = data.cases[fi][ci], r = c.rules[ri];
+      var kept = cur.evs ? +step.value : Infinity;     // the first run opens at its end; a change keeps the step
       cur = {fi: fi, ci: ci, ri: ri, c: c, r: r, evs: X.recoveryEvents(data.kinds, r.events)};
-      step.max = cur.evs.length; step.value = cur.evs.length;
+      step.max = cur.evs.length; step.value = Math.min(kept, cur.evs.length);
       var n = data.crash_points[ci];
       crashOut.textContent = " " + n + " puts after the clean close (" + data.before_crash + " before it; " +
         (c.puts - data.before_crash - n) + " more reach only the log; the crash after put " + c.puts + ")";
@@ -150,20 +151,25 @@
         root.dataset.verdictShown = "0";
         return;
       }
-      verdict.appendChild(el("div", "mqx-result", "verdict (check_store): " + v.lost + " of " + v.acked +
-        " acknowledged messages lost, " + v.keys + " keys no longer found, " + v.units + " units wrong"));
+      var simulated = data.rules[cur.ri][0] !== "mqstore", label = data.rules[cur.ri][1];
+      verdict.appendChild(el("div", "mqx-result", (simulated ? "verdict under " + label + " (simulated)"
+        : "verdict (check_store)") + ": " + v.lost + " of " + v.acked + " acknowledged messages lost, " + v.keys +
+        " keys no longer found, " + v.units + " units wrong"));
       if (v.lost) verdict.appendChild(el("div", "", "lost: " + v.lost_keys.join(", ") + (v.lost > v.lost_keys.length ? ", ..." : "")));
       if (v.keys) verdict.appendChild(el("div", "", "keys not found: " + v.missing_keys.join(", ") +
-                                         (v.keys > v.missing_keys.length ? ", ..." : "")));
+        (v.keys > v.missing_keys.length ? ", ..." : "") + (simulated ? " (" + v.keys_by_rule + " that " + label +
+        " would not index again, simulated; " + (v.keys - v.keys_by_rule) + " failed check_store's key lookups)" : "")));
       if (v.units) verdict.appendChild(el("div", "", "units: " + v.unit_problems.join("; ")));
-      verdict.appendChild(el("div", "mqx-note", "check_store after the " + v.recovery + " recovery (it reopens the " +
-        "store, which closed cleanly): " + v.summary));
+      verdict.appendChild(el("div", "mqx-note", "What check_store checked: the files this engine's " + v.recovery +
+        " recovery left (it reopens the store, which closed cleanly): " + v.summary +
+        (simulated ? ". The keys " + label + " would not index again are not in these files' check: they are " +
+         "counted from its rule (keys_lost_by_rocketmq) and added above." : "")));
       root.dataset.verdictShown = "1";
     }
 
     function draw() {
       var upto = +step.value, c = cur.c, r = cur.r, evs = cur.evs;
-      var st = X.recoveryState(evs, upto, data.faults[cur.fi][0]);
+      var st = X.recoveryState(evs, upto, data.faults[cur.fi][1]);
       stepOut.textContent = " " + upto + " / " + evs.length + " events";
       title.textContent = st.title;
       var queues = Object.keys(c.before.queues);
@@ -175,6 +181,13 @@
       var left = 90, W = 720, H = 18, top = 6, span = c.segments * c.file_size, base = c.first_offset;
       var x = function (off) { return left + (off - base) / span * (W - left - 40); };   // 40 px: marks, last label
       var yOf = function (name) { return top + names.indexOf(name) * H; };
+      var shown = Math.min(W, pic.getBoundingClientRect().width || W);             // px the svg is drawn in
+      var minW = 7 * W / Math.max(shown, 120);           // over 6 px on screen, however small the record
+      var mark = function (off, size) {                   // [x, width] of a record's mark, from its start on
+        var seg = Math.min(c.segments - 1, Math.floor((off - base) / c.file_size));
+        var x0 = x(off), w = Math.max(x(off + size) - x0, minW), end = x(base + (seg + 1) * c.file_size);
+        return [Math.max(x(base + seg * c.file_size), Math.min(x0, end - w)), w];
+      };
       var rowOf = function (off) { return "segment " + Math.min(c.segments - 1, Math.floor((off - base) / c.file_size)); };
       pic.textContent = "";
       var svg = s("svg", {width: "100%", viewBox: "0 0 " + W + " " + (top + names.length * H + 22),
@@ -197,19 +210,15 @@
           s("text", {x: x1 + 4, y: y0 + 11, fill: st.checked[i] ? C.chosen : C.bad, "font-weight": 700,
                      "class": st.checked[i] ? "mqx-tick" : "mqx-cross"}, svg, st.checked[i] ? "\u2713" : "\u2717");
       }
-      c.before.records.forEach(function (rec) {
-        s("rect", {x: x(rec[0]), y: yOf(rowOf(rec[0])) + 3, width: Math.max(0.5, x(rec[0] + rec[1]) - x(rec[0])),
-                   height: H - 6, fill: rec[2] ? C.bad : "none", "fill-opacity": rec[2] ? 0.3 : 1,
-                   stroke: "#888", "stroke-width": 0.3}, svg);
+      c.before.records.forEach(function (rec) {          // a bad one: see-through, its neighbours' edges show
+        var m = rec[2] ? mark(rec[0], rec[1]) : [x(rec[0]), Math.max(0.5, x(rec[0] + rec[1]) - x(rec[0]))];
+        s("rect", {x: m[0], y: yOf(rowOf(rec[0])) + 3, width: m[1], height: H - 6, fill: rec[2] ? C.bad : "none",
+                   "fill-opacity": rec[2] ? 0.45 : 1, stroke: rec[2] ? C.bad : "#888", "stroke-width": rec[2] ? 0.8 : 0.3,
+                   "class": rec[2] ? "mqx-bad-before" : ""}, svg);
       });
       st.walked.forEach(function (w) {
         s("rect", {x: x(w[0]), y: yOf(rowOf(w[0])) + 3, width: Math.max(0.5, x(w[0] + w[1]) - x(w[0])), height: H - 6,
                    fill: C.walked, stroke: "#fff", "stroke-width": 0.3, "class": "mqx-walked"}, svg);
-      });
-      st.bad.forEach(function (w) {
-        if (st.cut !== null && w[0] >= st.cut) return;        // cut off: drawn as the cut below
-        s("rect", {x: x(w[0]), y: yOf(rowOf(w[0])) + 3, width: Math.max(x(w[0] + w[1]) - x(w[0]), (W - left) * 0.04 / c.segments),
-                   height: H - 6, fill: C.bad, "class": "mqx-bad"}, svg);
       });
       if (st.cut !== null) {                 // the cut tail of its segment, and every later segment (deleted)
         for (i = 0; i < c.segments; i++) {
@@ -222,6 +231,11 @@
           }
         }
       }
+      st.bad.forEach(function (w) {           // over the cut: the walk stopped here (the walked records end before it)
+        var m = mark(w[0], w[1]);
+        s("rect", {x: m[0], y: yOf(rowOf(w[0])) + 3, width: m[1], height: H - 6, fill: C.bad, stroke: "#fff",
+                   "stroke-width": 0.5, "class": "mqx-bad"}, svg);
+      });
       var reached = -1;
       st.walked.forEach(function (w) { reached = Math.max(reached, w[0] + w[1]); });
       function units(name, old, now, goneFrom) {
