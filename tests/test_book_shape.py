@@ -5,7 +5,7 @@ outputs), so it cannot pass on a chapter that was not executed.
 A chapter joins CHAPTERS when it has been rewritten in this shape; in the end the list holds
 the whole book. The conventions (see CONTRIBUTING.md):
 - an exercise is a markdown cell starting `### Exercise N`; before the next exercise or section
-  it has a folded solution (a code cell tagged `hide-input`, or a markdown dropdown
+  it has a folded solution (a code cell tagged `hide-cell`, which folds the output too, or a markdown dropdown
   `:class: dropdown`) and a hidden check (a code cell tagged `remove-cell` with an `assert`);
 - the only `#|` lines are `#| default_exp M` (alone in its cell) and `#| export [M]`, which the
   book's build removes (tools/hide_directives.py)."""
@@ -49,7 +49,7 @@ def exercises(cells):
             s = _src(d).lstrip()
             if d["cell_type"] == "markdown" and (s.startswith("### Exercise") or s.startswith("## ")):
                 break
-            if d["cell_type"] == "code" and ("hide-cell" in _tags(d) or "hide-input" in _tags(d)):
+            if d["cell_type"] == "code" and "hide-cell" in _tags(d):      # the answer folds with its output
                 folded = True
             if d["cell_type"] == "markdown" and ":class: dropdown" in s:
                 folded = True
@@ -102,7 +102,7 @@ def test_the_checker_finds_what_is_wrong():
     code = lambda s, tags=(), n=1, outputs=(): {"cell_type": "code", "metadata": {"tags": list(tags)},
                                                 "source": s, "execution_count": n, "outputs": list(outputs)}
     png = {"output_type": "display_data", "data": {"image/png": "AAAA"}, "metadata": {}}
-    good_ex = [x for k in range(4) for x in (md(f"### Exercise {k + 1}\nPredict."), code("1", ["hide-input"]),
+    good_ex = [x for k in range(4) for x in (md(f"### Exercise {k + 1}\nPredict."), code("1", ["hide-cell"]),
                                               code("assert 1", ["remove-cell"]))]
     good = {"cells": [code("#| default_exp toy"), code("#| export\nx = 1", outputs=[png, png, png]), *good_ex]}
     assert shape_problems(good) == []
