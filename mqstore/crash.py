@@ -133,7 +133,7 @@ import selectors, signal, subprocess
 class WriterRun:
     "What one writer process did before it died."
     acks: list                  # (seq, offset, size, queue_offset, status) in order
-    phase: str                  # where the kill landed: "opening", "writing", "closed"
+    phase: str                  # where the kill landed: "starting", "opening", "writing", "closed"
     killed: bool
     kill_after_s: float         # when the kill was sent, from the request
     lines: int = 0
@@ -365,7 +365,7 @@ class Trial:
     mode: str                 # "kill" (SIGKILL) or "power" (SIGKILL + only flushed bytes kept)
     number: int
     store: int                # trials share a store until it is replaced
-    phase: str                # where the kill landed: "opening" (recovery), "writing", "closed"
+    phase: str                # where the kill landed: "starting", "opening" (recovery), "writing", "closed"
     kill_after_s: float
     acked_now: int            # acknowledgements of this writer
     acked: int                # acknowledged so far in this store, all checked

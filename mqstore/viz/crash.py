@@ -125,9 +125,12 @@ def plot_recovery_cost(trials, ax=None, extra=()):
         ax.plot(replay / 1024, secs * 1000, "*", color="#D55E00", ms=13, label=label)
     at0 = Counter(t.recovery for t in trials if t.replay_bytes == 0)
     near0 = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in trials if t.recovery == "abnormal" and t.replay_bytes < 2048]
-    for px, py in near0:                 # abnormal recoveries hidden among the triangles at 0: an arrow each
-        ax.annotate("", (px, py), (px + 10, py + 40), arrowprops=dict(arrowstyle="->", color=RECOVERY_COLORS["abnormal"]))
-        ax.plot(px, py, RECOVERY_MARKERS["abnormal"], color=RECOVERY_COLORS["abnormal"], mec="black", ms=5, zorder=6)
+    for px, py in near0:                 # abnormal recoveries among the triangles at 0: on top, with an arrow
+        ax.annotate("< 2 KiB", (px, py), xytext=(28, 22), textcoords="offset points", fontsize=7,
+                    color=RECOVERY_COLORS["abnormal"], arrowprops=dict(arrowstyle="->", shrinkB=5,
+                    color=RECOVERY_COLORS["abnormal"]), zorder=7)
+        ax.plot(px, py, RECOVERY_MARKERS["abnormal"], color=RECOVERY_COLORS["abnormal"], mec="black", mew=1.2,
+                ms=8, zorder=7)
     ax.set_xlabel("replayed (KiB of commit log); at 0: " + ", ".join(f"{n} {m}" for m, n in sorted(at0.items()))
                   + (f"; under 2 KiB (arrows): {len(near0)} abnormal" if near0 else ""), fontsize=9)
     ax.set_ylabel("recovery (ms)", fontsize=9)
