@@ -125,8 +125,9 @@ def plot_recovery_cost(trials, ax=None, extra=()):
         ax.plot(replay / 1024, secs * 1000, "*", color="#D55E00", ms=13, label=label)
     at0 = Counter(t.recovery for t in trials if t.replay_bytes == 0)
     near0 = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in trials if t.recovery == "abnormal" and t.replay_bytes < 2048]
-    for px, py in near0:                 # abnormal recoveries among the triangles at 0: on top, with an arrow
-        ax.annotate("< 2 KiB", (px, py), xytext=(28, 22), textcoords="offset points", fontsize=7,
+    for k, (px, py) in enumerate(near0):  # abnormal recoveries among the triangles at 0: on top, arrows from one label
+        ax.annotate("" if k else f"{len(near0)} abnormal, < 2 KiB", (px, py), xytext=(0.1, 0.4),
+                    textcoords="axes fraction", fontsize=7,
                     color=RECOVERY_COLORS["abnormal"], arrowprops=dict(arrowstyle="->", shrinkB=5,
                     color=RECOVERY_COLORS["abnormal"]), zorder=7)
         ax.plot(px, py, RECOVERY_MARKERS["abnormal"], color=RECOVERY_COLORS["abnormal"], mec="black", mew=1.2,
