@@ -127,6 +127,18 @@ def draw_shares(shares, ax=None, title=""):
     return ax
 
 # %% ../../book/11_performance.ipynb #5bd0ebfe
+def _room_for(ax, texts):
+    "Widen the x range (log axis) until every label lies inside the axes: a missed bar's label inside its bar."
+    if ax.figure.get_layout_engine() is None:
+        ax.figure.tight_layout()                  # measure at the layout the cells draw with
+    renderer = ax.figure.canvas.get_renderer()
+    for _ in range(20):
+        box, (lo, hi) = ax.get_window_extent(renderer), ax.get_xlim()
+        ends = [t.get_window_extent(renderer) for t in texts]
+        left, right = min(e.x0 for e in ends) < box.x0 + 4, max(e.x1 for e in ends) > box.x1 - 4
+        if left or right:
+            ax.set_xlim(lo / 2 if left else lo, hi * 2 if right else hi)
+
 def draw_targets(rows, ax=None, title=""):
     """One bar per (name, measured, target, higher_is_better, unit): measured / target (or target /
     measured when lower is better) on a log axis, green and plain when met, vermillion and hatched when not."""
@@ -140,8 +152,9 @@ def draw_targets(rows, ax=None, title=""):
         bar.set_hatch("" if m else "//")
     labels = []
     for y, (s, (_, m, t, _, unit)) in enumerate(zip(share, rows)):
-        labels.append(ax.text(s * 1.1, y, f"{m:.3g}{unit} (target {t:g}{unit}): {'met' if s >= 1 else 'missed'}",
-                              va="center", fontsize=8, zorder=5, bbox=dict(fc="white", ec="none", pad=1, alpha=0.6)))
+        labels.append(ax.text(s * 1.1 if s >= 1 else s / 1.1, y, f"{m:.3g}{unit} (target {t:g}{unit}): "
+                              f"{'met' if s >= 1 else 'missed'}", ha="left" if s >= 1 else "right", va="center",
+                              fontsize=8, zorder=5, bbox=dict(fc="white", ec="none", pad=1, alpha=0.85)))
     ax.axvline(1, color="#000000", lw=1.2, zorder=6)
     ax.set_xscale("log")
     ax.set_xlim(min(share + [1]) / 2, max(share + [1]) * 30)
@@ -151,7 +164,7 @@ def draw_targets(rows, ax=None, title=""):
                        Line2D([], [], color="#000000", label="exactly on target")], fontsize=8, ncol=3, frameon=False,
               loc="upper center", bbox_to_anchor=(0.5, -0.13))
     _style(ax, title, "measured / target (log scale; right of the black line = met)")
-    _clear_of(ax, labels, [1])
+    _room_for(ax, labels)
     return ax
 
 
