@@ -4,7 +4,7 @@ reasons, topics, tags codes and index keys on random logs (every host layout, no
 tags and keys, duplicate properties, delayed messages) and on damaged ones; small chunks and a
 full topic table take their other paths. Without numba these tests fail: the kernels are a
 dependency of the build, and `make test` runs the whole suite again with MQSTORE_ACCEL=0."""
-import functools, ipaddress, os, subprocess, sys
+import functools, json, ipaddress, os, subprocess, sys
 from pathlib import Path
 
 import numpy as np
@@ -213,3 +213,33 @@ def _non_ascii_rows_stay_compiled():
     got, want = decode_segment_batch(bytes(buf), h2, True), decode_segment_batch(bytes(buf), h2, True, compiled=False)
     same_batch(got, want)
     same_batch(scan_decode_segment(bytes(buf), check_crc=True, strings=True)[3], want)
+
+
+def test_warm_compiles_the_split_walks_hop_to():
+    """warm() compiles (or loads) 10.3's `hop_to` too, though its own store's segments are below SPLIT_BYTES:
+    in a fresh process, after warm() the kernel has a signature, and a split walk (SPLIT_BYTES lowered)
+    adds none, so a store with large segments does not compile it in its first recovery."""
+    pytest.importorskip("numba")
+    code = (
+        "import json, tempfile\n"
+        "from mqstore import accel\n"
+        "from mqstore.config import StoreConfig\n"
+        "from mqstore.message import Message\n"
+        "from mqstore.commit_log import CommitLog\n"
+        "import mqstore.fast.recovery as fr\n"
+        "from mqstore.fast import kernels as K\n"
+        "before = len(K.hop_to.signatures)\n"
+        "accel.warm()\n"
+        "warmed = [str(s) for s in K.hop_to.signatures]\n"
+        "d = tempfile.mkdtemp()\n"
+        "log = CommitLog(d, StoreConfig.small()).load()\n"
+        "log.put_batch([Message('T', b'x' * 100) for _ in range(2000)])\n"
+        "fr.SPLIT_BYTES = 1\n"
+        "verdict = fr.walk_segments_fast(log.mfq, 0, True)\n"
+        "print(json.dumps([before, warmed, [str(s) for s in K.hop_to.signatures], str(verdict[1])]))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, MQSTORE_ACCEL="1"),
+                         capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    before, warmed, after, status = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == 0 and warmed, (before, warmed)
+    assert after == warmed, (warmed, after)
