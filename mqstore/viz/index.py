@@ -109,7 +109,7 @@ def draw_chain_lengths(f, ax=None, title=None):
     ax.set_xticks(ks)
     ax.tick_params(labelsize=8)
     ax.legend(fontsize=8)
-    ax.set_title(title or "chain lengths of a uniform hash", fontsize=10)
+    ax.set_title(title or "chain lengths against a uniform hash's binomial", fontsize=10)
     return ax
 
 def _walk_legend(ax):
