@@ -142,7 +142,7 @@ class MessageStore:
         finally:
             for f in kept:
                 f.close()
-        return kept_end         # even when nothing is dropped now: a crash during the last replay
+        return kept_end         # even when nothing is dropped now: a crash early in the last replay
 
     def _keys_between(self, lo: int, hi: int, skip_first: bool) -> bool:
         """Does a record in [lo, hi) need index entries (the one at `lo` left out with `skip_first`)?
@@ -621,7 +621,7 @@ _GOOD_TOPICS, _GOOD_HOSTS = set(), set()            # already checked: put is a 
 
 # %% ../book/07_recovery.ipynb #11027fcd
 def _check_address(ip) -> None:
-    "Raise ValueError unless `ip` is an IPv4/IPv6 address (inet_pton, in C, first: ipaddress costs 5-9 us)."
+    "Raise ValueError unless `ip` is an IPv4/IPv6 address (the C parser, inet_pton, first; then ipaddress)."
     if type(ip) is str and "%" not in ip:
         for family in (socket.AF_INET, socket.AF_INET6):
             try:
