@@ -146,10 +146,13 @@ def crc_rows(buf, rows) -> np.ndarray:
     data = np.frombuffer(buf, np.uint8)
     end = (rows["props_pos"] + rows["props_len"]).astype(np.int64)
     start = np.clip(end - 20, 0, len(data) - 20)
-    tail = data[start[:, None] + np.arange(20)]
+    found = np.zeros(len(rows), bool)
+    maybe = np.flatnonzero((rows["props_len"] >= 20) & (data[start + 7] == ord("#")) & (data[start + 8] == 1))
+    tail = data[start[maybe, None] + np.arange(20)]        # 20 bytes only of the rows that may hold it
     name = (tail[:, :9] == np.frombuffer(CRC_PROPERTY, np.uint8)).all(axis=1)
     digits = ((tail[:, 9:19] >= 48) & (tail[:, 9:19] <= 57)).all(axis=1)
-    return name & digits & (tail[:, 19] == 2) & (rows["props_len"] >= 20)
+    found[maybe] = name & digits & (tail[:, 19] == 2)
+    return found
 
 # %% ../book/14_modern_stores.ipynb #c13a0014
 from .message import decode_properties, COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, INNER_BATCH_FLAG
