@@ -7,20 +7,20 @@ __all__ = ['ROOT_ENTRIES', 'STRUCTURES', 'ROCKSDB_FILE', 'SYSTEM_TOPICS', 'LMQ_P
            'BCQ_UNIT_DTYPE', 'BCQ_INVALID_POS', 'PROPERTY_INNER_MULTI_DISPATCH',
            'PROPERTY_INNER_MULTI_QUEUE_OFFSET', 'LMQ_QUEUE_ID', 'LMQ_DISPATCH_SEPARATOR',
            'SYSTEM_TOPIC_PREFIX', 'BROKER_KEYS', 'root_structures', 'folder_structures', 'crc_rows',
-           'segment_facts', 'commit_log_folders', 'record_structures', 'recognise_store', 'refusal_reason',
-           'maintenance_note', 'writing_as', 'check_writable', 'skipped_line', 'format_structures',
-           'decompress_body', 'serve', 'prop_crc_digits', 'prop_crc_value', 'PropCrc', 'record_prop_crc',
-           'first_bad_prop_crc', 'cut_at_prop_crc', 'record_problems', 'prop_crc_slot', 'sign_prop_crc',
-           'record_extras', 'body_text', 'body_column', 'inner_messages', 'encode_batch_unit',
-           'batch_unit_of', 'BatchConsumeQueue', 'valid_batch_units', 'get_batch_messages', 'batch_topics',
-           'inner_batch_topics', 'batch_units_per_file', 'maintains_batch_consume_queues', 'BatchQueues',
-           'store_plugins', 'rebuild_batch_queues', 'is_lmq', 'topic_allows_lmq', 'java_split',
-           'multi_dispatch', 'light_claims', 'light_unit_agrees', 'LightQueueDispatcher',
-           'light_queue_folders', 'light_queues_in_use', 'light_dispatcher', 'LightQueueCheck',
-           'java_hashmap_order', 'put_light', 'multi_dispatch_records', 'maintains_light_queues',
-           'refuse_light_rebuild', 'logical_lines', 'unescape', 'split_line', 'java_value', 'BrokerConf',
-           'parse_broker_conf', 'read_broker_conf', 'config_for_store', 'delayed_records',
-           'refuse_unknown_delays']
+           'segment_facts', 'rows_facts', 'commit_log_folders', 'window_facts', 'record_structures',
+           'recognise_store', 'refusal_reason', 'maintenance_note', 'writing_as', 'check_writable',
+           'skipped_line', 'format_structures', 'decompress_body', 'serve', 'prop_crc_digits',
+           'prop_crc_value', 'PropCrc', 'record_prop_crc', 'first_bad_prop_crc', 'cut_at_prop_crc',
+           'record_problems', 'prop_crc_slot', 'sign_prop_crc', 'record_extras', 'body_text', 'body_column',
+           'inner_messages', 'encode_batch_unit', 'batch_unit_of', 'BatchConsumeQueue', 'valid_batch_units',
+           'get_batch_messages', 'batch_topics', 'inner_batch_topics', 'batch_units_per_file',
+           'maintains_batch_consume_queues', 'BatchQueues', 'store_plugins', 'rebuild_batch_queues',
+           'is_lmq', 'topic_allows_lmq', 'java_split', 'multi_dispatch', 'light_claims', 'light_unit_agrees',
+           'LightQueueDispatcher', 'light_queue_folders', 'light_queues_in_use', 'light_dispatcher',
+           'LightQueueCheck', 'java_hashmap_order', 'put_light', 'multi_dispatch_records',
+           'maintains_light_queues', 'refuse_light_rebuild', 'logical_lines', 'unescape', 'split_line',
+           'java_value', 'BrokerConf', 'parse_broker_conf', 'read_broker_conf', 'config_for_store',
+           'delayed_records', 'refuse_unknown_delays']
 
 # %% ../book/14_modern_stores.ipynb #c13a0004
 import mmap, re, contextvars
@@ -114,8 +114,10 @@ def folder_structures(root) -> dict:
 # %% ../book/14_modern_stores.ipynb #c13a0013
 def _rows_holding(buf, rows, needle: bytes, field: str = "props") -> np.ndarray:
     "Indices of the scanned `rows` whose `field` span (props or topic) holds `needle`."
-    end = int(rows["offset"][-1] + rows["total_size"][-1]) if len(rows) else 0   # not the zeros after the log
-    hits, at = [], buf.find(needle, 0, end)
+    if not len(rows):
+        return np.zeros(0, np.int64)
+    end = int(rows["offset"][-1] + rows["total_size"][-1])       # not the zeros after the log
+    hits, at = [], buf.find(needle, int(rows["offset"][0]), end)   # nor the bytes before the first row
     while at >= 0:
         hits.append(at)
         at = buf.find(needle, at + 1, end)
@@ -137,6 +139,7 @@ def _topic_rows(buf, rows, topic: bytes) -> np.ndarray:
         del data                              # the buffer may be an mmap that is closed next
     return found
 
+# %% ../book/14_modern_stores.ipynb #01841637
 CRC_PROPERTY = b"__CRC32#\x01"            # MessageConst.PROPERTY_CRC32, then 10 digits and \x02
 
 def crc_rows(buf, rows) -> np.ndarray:
@@ -160,9 +163,13 @@ from .message import decode_properties, COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, 
 COMPRESSION_NAMES = {0x000: "zlib (4.x, no type bits)", 0x300: "zlib", 0x100: "lz4", 0x200: "zstd"}
 
 def segment_facts(buf) -> dict:
-    "What one segment's records say about the store: {structure: facts}, from headers and byte searches."
+    "What one segment's records say about the store: ({structure: facts}, records), from headers and byte searches."
     from mqstore.fast.records import scan_segment   # chapter 10.1: loaded only when needed
     rows, _, _ = scan_segment(buf, check_crc=False)
+    return rows_facts(buf, rows), len(rows)
+
+def rows_facts(buf, rows) -> dict:
+    "{structure: facts} of the scanned `rows` of `buf`."
     flags, found = rows["sys_flag"].astype(np.int64), {}
     kinds = flags[(flags & COMPRESSED_FLAG) != 0] & COMPRESSION_TYPE_MASK
     if len(kinds):
@@ -180,7 +187,7 @@ def segment_facts(buf) -> dict:
     for topic, name in SYSTEM_TOPICS.items():
         if (n := int(_topic_rows(buf, rows, topic.encode()).sum())):
             found.setdefault(name, {})[topic] = n
-    return found, len(rows)
+    return found
 
 # %% ../book/14_modern_stores.ipynb #c13a0017
 def commit_log_folders(root, config: StoreConfig | None = None) -> list:
@@ -193,7 +200,23 @@ def _segments(folder: Path) -> list:
     return [p for p in sorted(folder.iterdir()) if p.is_file() and len(p.name) == 20 and p.name.isascii() and p.name.isdigit()] \
         if folder.is_dir() else []
 
-def record_structures(root, config: StoreConfig | None = None) -> dict:
+def window_facts(buf, window: int):
+    "({structure: facts}, records) of each `window` bytes of a segment's records, pages given back (10.3)."
+    from mqstore.fast.records import scan_segment
+    from mqstore.fast.recovery import drop_pages
+    from mqstore.message import RecordStatus
+    pos, n, wide = 0, len(buf), window
+    while pos < n:
+        end = min(n, pos + wide)
+        rows, stop, status = scan_segment(buf, pos, check_crc=False, end=end)
+        yield rows_facts(buf, rows), len(rows)
+        drop_pages(buf, pos, stop)
+        if end == n or not (stop == end or status is RecordStatus.TORN):
+            return                          # the log's end (or damage), not the window's end
+        wide, pos = (window if stop > pos else n), stop     # a record cut by the window: from its start
+
+# %% ../book/14_modern_stores.ipynb #3f96b0c5
+def record_structures(root, config: StoreConfig | None = None, window: int = 16 << 20) -> dict:
     "What the records of every segment say ({structure: facts}), read through read-only maps."
     from mqstore.auditing import mapped_segment
     found, records, segments = {}, 0, 0
@@ -202,11 +225,11 @@ def record_structures(root, config: StoreConfig | None = None) -> dict:
             if not seg.stat().st_size:
                 continue
             with mapped_segment(seg) as buf:        # chapter 12's read-only map: a view that lingers
-                                                    # does not fail the close (unmapped when collected)
-                facts, n = segment_facts(buf)
-            records, segments = records + n, segments + 1
-            for name, more in facts.items():
-                _add(found, name, "commitlog", **more)
+                for facts, n in window_facts(buf, window):   # does not fail the close
+                    records += n
+                    for name, more in facts.items():
+                        _add(found, name, "commitlog", **more)
+            segments += 1
     return found, {"segments": segments, "records": records}
 
 # %% ../book/14_modern_stores.ipynb #c13a0018
@@ -486,10 +509,13 @@ def cut_at_prop_crc(store) -> int | None:
 def record_problems(w) -> list:
     "verify's record checks of a scrub window: __CRC32# where a record carries it, compressed bodies."
     out, h = [], w.headers
-    for i in range(len(h)):
+    if not len(h):
+        return out
+    hay = bytes(w.buf[:int(h["offset"][-1] + h["total_size"][-1])])   # bytes.find searches in C
+    carriers = _rows_holding(hay, h, PROPERTY_CRC32.encode())          # rows whose properties hold it
+    for i in np.union1d(carriers, np.flatnonzero(h["sys_flag"] & 1)).tolist():
         pos, size = int(h["offset"][i]), int(h["total_size"][i])
-        p, n = int(h["props_pos"][i]), int(h["props_len"][i])
-        if PROPERTY_CRC32.encode() in bytes(w.buf[p:p + n]):
+        if i in carriers:
             c = record_prop_crc(w.buf, pos, w.base)
             if not c.ok:
                 out.append(f"commit log: record at {c.offset}: {PROPERTY_CRC32} {c.digits} is not its CRC {c.computed}")

@@ -262,3 +262,47 @@ def test_force_verify_without_the_property_refuses_before_touching_anything(vect
     with pytest.raises(ConfigError, match="__CRC32#"):
         MessageStore.open(root, StoreConfig.small(force_verify_prop_crc=True))
     assert stamps() == before and not (root / "lock").exists()
+
+
+# --- recognition reads a segment a window at a time (issue 30: verify's and open's memory) --------------------
+
+@pytest.mark.parametrize("name", ["batch", "bcq", "comp", "crc", "delay", "delaycustom", "lmq", "txn"])
+@pytest.mark.parametrize("window", [512, 4096, 1 << 16])
+def test_windowed_recognition_finds_what_a_whole_segment_scan_finds(name, window):
+    "record_structures in windows (pages given back) == segment_facts of each whole segment, added up."
+    from mqstore import modern
+    from mqstore.auditing import mapped_segment
+    root = Path(__file__).resolve().parent.parent / "book" / "data" / "rocketmq5" / name
+    whole, records = {}, 0
+    for seg in modern._segments(root / "commitlog"):
+        with mapped_segment(seg) as buf:
+            facts, n = modern.segment_facts(buf)
+        records += n
+        for k, more in facts.items():
+            modern._add(whole, k, "commitlog", **more)
+    found, counts = modern.record_structures(root, window=window)
+    assert counts["records"] == records and records > 0
+    assert found == whole
+
+
+@pytest.mark.parametrize("window", [512, 4096])
+@pytest.mark.parametrize("damage_at", [0.3, 0.6])
+def test_windowed_recognition_stops_where_a_whole_scan_stops_on_a_damaged_segment(tmp_path, window, damage_at):
+    from mqstore import modern
+    from mqstore.auditing import mapped_segment
+    src = Path(__file__).resolve().parent.parent / "book" / "data" / "rocketmq5" / "lmq"
+    root = tmp_path / "lmq"
+    shutil.copytree(src, root)
+    seg = modern._segments(root / "commitlog")[0]
+    data = bytearray(seg.read_bytes())
+    used = len(data.rstrip(b"\0"))
+    at = int(used * damage_at)
+    data[at:at + 40] = bytes(40)                                # a hole inside a record
+    seg.write_bytes(bytes(data))
+    whole = {}
+    with mapped_segment(seg) as buf:
+        facts, records = modern.segment_facts(buf)
+    for k, more in facts.items():
+        modern._add(whole, k, "commitlog", **more)
+    found, counts = modern.record_structures(root, window=window)
+    assert counts["records"] == records and found == whole
