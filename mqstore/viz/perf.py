@@ -25,21 +25,33 @@ def _style(ax, title, xlabel, ylabel=None):
         ax.set_ylabel(ylabel, fontsize=9)
     ax.tick_params(labelsize=8)
 
-def _clear_of(ax, texts, xs, gap=1.06):
-    "Move each left-aligned label that would cross a vertical line at one of `xs` (data) to its right."
+
+# %% ../../book/11_performance.ipynb #c633c466
+def _clear_of(ax, texts, xs, gap=1.06, inside=1.3):
+    """Keep each left-aligned bar label (placed right of its bar's end) off the vertical lines at `xs` (data):
+    if it crosses one, put it inside the bar's end; if a line crosses it there too, right of the lines it meets."""
     if ax.figure.get_layout_engine() is None:
         ax.figure.tight_layout()                  # measure at the layout the cells draw with
     renderer = ax.figure.canvas.get_renderer()
+    def crosses(t, pad=8):
+        box = t.get_window_extent(renderer)
+        return box.x0 < ax.bbox.x0 or any(box.x0 - pad <= ax.transData.transform((x, 0))[0] <= box.x1 + pad for x in xs)
     for t in texts:
+        if not crosses(t):
+            continue
+        x0 = t.get_position()[0]
+        t.set_x(x0 / 1.08 / inside); t.set_ha("right")    # inside the bar, a little left of its end
+        if not crosses(t):
+            continue
+        t.set_x(x0); t.set_ha("left")
         for x in sorted(xs):
             box, px = t.get_window_extent(renderer), ax.transData.transform((x, 0))[0]
             if box.x0 - 12 <= px <= box.x1 + 12:
                 t.set_x(x * gap)
 
 def _bar_label(r, marks, near=1.15):
-    "A bar's ratio and, for each (tag, x) line within a factor `near` of its end, the side it ends on."
-    return times(r) + "".join(f", {'right' if r > x else 'left'} of {tag}" for tag, x in marks
-                              if abs(np.log(r / x)) < np.log(near))
+    "A bar's ratio and, for each (tag, x) line within a factor `near` of its end, that line's tag."
+    return times(r) + "".join(f", near {tag}" for tag, x in marks if abs(np.log(r / x)) < np.log(near))
 
 
 # %% ../../book/11_performance.ipynb #7b8b5907
@@ -139,21 +151,25 @@ def _room_for(ax, texts):
         if left or right:
             ax.set_xlim(lo / 2 if left else lo, hi * 2 if right else hi)
 
-def draw_targets(rows, ax=None, title=""):
+
+# %% ../../book/11_performance.ipynb #27fe3f66
+def draw_targets(rows, ax=None, title="", near=0.1):
     """One bar per (name, measured, target, higher_is_better, unit): measured / target (or target /
-    measured when lower is better) on a log axis, green and plain when met, vermillion and hatched when not."""
+    measured when lower is better) on a log axis, green and plain when met, vermillion and hatched when not,
+    grey when within a fraction `near` of the target either way (too close to read a side from)."""
     share = [m / t if hi else t / m for _, m, t, hi, _ in rows]
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 2.0))
     met = [s >= 1 for s in share]
-    ax.barh([r[0] for r in rows], share, height=0.6, color=[OKABE_ITO[2] if m else OKABE_ITO[5] for m in met],
-            hatch=None, edgecolor="white")
-    for bar, m in zip(ax.patches, met):
-        bar.set_hatch("" if m else "//")
+    close = [abs(np.log(s)) < np.log(1 + near) for s in share]      # within `near` of the target: no side read
+    ax.barh([r[0] for r in rows], share, height=0.6, edgecolor="white",
+            color=["#999999" if c else OKABE_ITO[2] if m else OKABE_ITO[5] for m, c in zip(met, close)])
+    for bar, m, c in zip(ax.patches, met, close):
+        bar.set_hatch("" if m or c else "//")
     labels = []
     for y, (s, (_, m, t, _, unit)) in enumerate(zip(share, rows)):
         labels.append(ax.text(s * 1.1 if s >= 1 else s / 1.1, y, f"{m:.3g}{unit} (target {t:g}{unit}): "
-                              f"{'met' if s >= 1 else 'missed'}", ha="left" if s >= 1 else "right", va="center",
+                              f"{f'within {near:.0%} of it' if abs(np.log(s)) < np.log(1 + near) else 'met' if s >= 1 else 'missed'}", ha="left" if s >= 1 else "right", va="center",
                               fontsize=8, zorder=5, bbox=dict(fc="white", ec="none", pad=1, alpha=0.85)))
     ax.axvline(1, color="#000000", lw=1.2, zorder=6)
     ax.set_xscale("log")
@@ -161,7 +177,8 @@ def draw_targets(rows, ax=None, title=""):
     ax.invert_yaxis()
     ax.legend(handles=[Patch(color=OKABE_ITO[2], label="target met"),
                        Patch(facecolor=OKABE_ITO[5], hatch="//", edgecolor="white", label="target missed"),
-                       Line2D([], [], color="#000000", label="exactly on target")], fontsize=8, ncol=3, frameon=False,
+                       Patch(color="#999999", label=f"within {near:.0%} of the target"),
+                       Line2D([], [], color="#000000", label="exactly on target")], fontsize=8, ncol=4, frameon=False,
               loc="upper center", bbox_to_anchor=(0.5, -0.13))
     _style(ax, title, "measured / target (log scale; right of the black line = met)")
     _room_for(ax, labels)
