@@ -308,7 +308,7 @@ def power_cut(live, disk) -> Path:
 
 # %% ../book/08_crash_lab.ipynb #859755f4
 class ManualClock:
-    "A clock that moves only when told (`tick`), so that the scenarios print the same thing every time."
+    "A clock that moves only when told (`tick`), so that the scenarios print the same thing on every run (index file names: in local time)."
     def __init__(self, start: int = 1_700_000_000_000):
         self.now = start
     def tick(self, ms: int = 50) -> int:

@@ -365,6 +365,9 @@ def fill_index(m, slot_num, entries_at, count, begin_ts, h, phy, ts):
     return count, begin_ts, used
 
 # %% ../../book/10c_fast_recovery.ipynb #1b93a3e4
+# _V1, _V2: chapter 3's MESSAGE_MAGIC_CODE and MESSAGE_MAGIC_CODE_V2;
+# _MIN: chapter 3's MIN_RECORD_SIZE (91 bytes), the smallest record
+
 @njit(cache=True, nogil=True)
 def hop_to(d, pos, n, target):
     "Hop over the records' sizes from pos to the first start at or past target; -1 if a size looks wrong."

@@ -78,7 +78,7 @@ def plot_acknowledged(trials, ax=None):
     return ax
 
 # %% ../../book/08_crash_lab.ipynb #7fb4fc6a
-from matplotlib.ticker import LogLocator, FuncFormatter, NullFormatter, MultipleLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, MultipleLocator
 
 def plot_kill_points(trials, ax=None):
     "When each kill was sent (x) and which phase of the writer it hit (colour); y = trial."
@@ -94,10 +94,12 @@ def plot_kill_points(trials, ax=None):
     for mode, marker in MODE_MARKERS.items():
         ax.plot([], [], marker, mec="#666666", mfc="none" if mode == "power" else "#666666", mew=1.5,
                 label="SIGKILL" if mode == "kill" else "power cut")
-    ax.set_xscale("log")                 # ticks at 1, 2, 5 x 10^k, written plainly; no minor labels
-    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.set_xscale("log")                 # ticks at 1, 2, 5 x 10^k within the data, written plainly
+    xs = [max(t.kill_after_s * 1000, 1) for t in trials] or [1]
+    ticks = [m * 10 ** k for k in range(0, 7) for m in (1, 2, 5) if min(xs) / 2 <= m * 10 ** k <= max(xs) * 2]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_major_locator(MultipleLocator(1))  # a tick per trial number
     ax.grid(axis="y", color="#dddddd", lw=0.6)
     ax.set_ylim(-0.7, max((t.number for t in trials), default=0) + 0.7)
