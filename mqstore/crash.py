@@ -88,7 +88,7 @@ def run_writer(spec: dict, out_fd: int) -> None:
 
 # %% ../book/08_crash_lab.ipynb #ccf47246
 def _warm_up() -> None:
-    "Open a scratch store, put and dispatch a few messages: every compiled kernel a writer calls is loaded."
+    "Open a fresh scratch store, put and dispatch a few messages: what a fresh store's writer loads is loaded."
     import shutil, tempfile
     from mqstore.store import MessageStore
     root = tempfile.mkdtemp(prefix="mqstore-zygote-")

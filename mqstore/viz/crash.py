@@ -22,7 +22,7 @@ def plot_extents(extents, ax=None, title="what a power cut leaves"):
     y = np.arange(len(extents))
     cache = np.array([c or 0 for _, c, _ in extents], dtype=float)
     disk = np.array([d or 0 for _, _, d in extents], dtype=float)
-    ax.barh(y - 0.2, cache, height=0.4, left=1, color=CACHE_COLOR, label="page cache (lost in a power cut)")
+    ax.barh(y - 0.2, cache, height=0.4, left=1, color=CACHE_COLOR, label="page cache (what a power cut loses, unless flushed)")
     ax.barh(y + 0.2, disk, height=0.4, left=1, color=DISK_COLOR, label="disk (flushed: survives)")
     ax.set_xscale("log")
     ax.set_xlim(1, max(cache.max(), disk.max(), 10) * 3)
