@@ -17,7 +17,7 @@ from .recovery import RecoveryStarted, Redispatched
 @dataclass
 class CrashReport:
     "What `check_store` found after recovering a store."
-    mode: str = "new"                 # recovery mode: "normal", "abnormal" or "new"
+    mode: str = "new"                 # recovery mode: "normal", "abnormal", "new" or "read-only ..."
     records: int = 0                  # valid records in the commit log
     log_end: int = 0
     units: int = 0                    # consume-queue units checked
