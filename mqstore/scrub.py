@@ -489,7 +489,7 @@ def scrub_open_store(store, report: CrashReport, progress=None, window: int = SC
 # %% ../book/13_real_stores.ipynb #9635e4e4
 def scrub_store(root, config, clock=None, observer=None, progress=None, window: int = SCRUB_WINDOW) -> CrashReport:
     """`check_store` (chapter 7) read-only and streaming: open the store, walk the log a window at a time,
-    check the units and index entries that point into each window; memory that does not grow with the store.
+    check the units and index entries that point into each window; memory that does not hold every record.
     `progress(offset)`: called after each window. No acks; `offsets` stays empty."""
     from mqstore.store import MessageStore
     report = CrashReport()
