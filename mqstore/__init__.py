@@ -490,6 +490,7 @@ _API = {
     'QueueTailsDropped': 'store',
     'guard_thread': 'store',
     'check_topic': 'store',
+    'packed_address': 'store',
     'check_host': 'store',
     'check_message': 'store',
     'check_query_arguments': 'store',

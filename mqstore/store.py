@@ -3,8 +3,9 @@
 # %% auto #0
 __all__ = ['TOPIC_MAX_LENGTH', 'RETRY_OR_DLQ_TOPIC_MAX_LENGTH', 'RETRY_TOPIC_PREFIX', 'DLQ_TOPIC_PREFIX',
            'STORE_ENTRIES', 'FlushConsumeQueueService', 'plugin_calls', 'MessageStore', 'QueueTailsDropped',
-           'guard_thread', 'check_topic', 'check_host', 'check_message', 'check_query_arguments',
-           'check_config', 'check_open_arguments', 'check_store_root', 'last_store_timestamp', 'repair_store']
+           'guard_thread', 'check_topic', 'packed_address', 'check_host', 'check_message',
+           'check_query_arguments', 'check_config', 'check_open_arguments', 'check_store_root',
+           'last_store_timestamp', 'repair_store']
 
 # %% ../book/07_recovery.ipynb #1f709d3b
 import os, threading, time, warnings
@@ -620,22 +621,21 @@ def check_topic(topic) -> None:
 _GOOD_TOPICS, _GOOD_HOSTS = set(), set()            # already checked: put is a hot path
 
 # %% ../book/07_recovery.ipynb #11027fcd
-def _check_address(ip) -> None:
-    "Raise ValueError unless `ip` is an IPv4/IPv6 address (the C parser, inet_pton, first; then ipaddress)."
+def packed_address(ip) -> bytes:
+    "The 4 or 16 bytes of an IPv4/IPv6 address, or ValueError (the C parser, inet_pton, first; then ipaddress)."
     if type(ip) is str and "%" not in ip:
         for family in (socket.AF_INET, socket.AF_INET6):
             try:
-                socket.inet_pton(family, ip)
-                return
+                return socket.inet_pton(family, ip)
             except (OSError, ValueError):
                 pass
-    ipaddress.ip_address(ip)                         # a scope id, an ipaddress object, or an error
+    return ipaddress.ip_address(ip).packed           # a scope id, an ipaddress object, or an error
 
 def check_host(host, what: str) -> None:
     "An (ip, port) pair: an IPv4/IPv6 address and a port in [0, 65535]."
     try:
         ip, port = host
-        _check_address(ip)
+        packed_address(ip)
         ok = type(port) is int and 0 <= port <= 65535
     except (TypeError, ValueError):
         ok = False

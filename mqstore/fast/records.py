@@ -7,11 +7,12 @@ __all__ = ['SCAN_DTYPE', 'HEADER_DTYPES', 'HEADER_V4_DTYPE', 'REPLACES', 'compil
 
 # %% ../../book/10a_fast_records.ipynb #ce1b845c
 """Chapter 10.1: fast versions of chapter 3's encoder and walk, and the whole-segment scan."""
-import functools, ipaddress, socket, struct, zlib
+import functools, ipaddress, struct, zlib
 from itertools import repeat
 import numpy as np
 from .. import accel, message
 from ..errors import MessageError
+from ..store import packed_address           # chapter 7's address parser
 from ..message import (Message, RecordSpans, RecordStatus, _walk, _check_fields, _HEAD, choose_version,
                              _encode_topic, decode_properties, cq_tags_code, MESSAGE_MAGIC_CODE,
                              MESSAGE_MAGIC_CODE_V2, MAX_MESSAGE_SIZE, MAX_PROPERTIES_LENGTH, MIN_RECORD_SIZE,
@@ -38,14 +39,8 @@ _TOPIC_PIECES: dict = {}
 @functools.lru_cache(maxsize=4096)
 def _packed_host(ip, port):
     "(address bytes + int32 port, is IPv6) of a host, parsed once per distinct host."
-    if type(ip) is str and "%" not in ip:           # the C parser: about 15x quicker than ipaddress
-        for family, v6 in ((socket.AF_INET, False), (socket.AF_INET6, True)):
-            try:
-                return socket.inet_pton(family, ip) + struct.pack(">i", port), v6
-            except (OSError, ValueError):
-                pass
-    addr = ip if isinstance(ip, (ipaddress.IPv4Address, ipaddress.IPv6Address)) else ipaddress.ip_address(ip)
-    return addr.packed + struct.pack(">i", port), addr.version == 6
+    addr = packed_address(ip)                       # chapter 7's parser, the one put's check uses
+    return addr + struct.pack(">i", port), len(addr) == 16
 _HEAD_STRUCTS = {(b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 
 def _topic_piece(topic: str):
