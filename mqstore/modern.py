@@ -512,8 +512,8 @@ def record_problems(w) -> list:
     if not len(h):
         return out
     hay = bytes(w.buf[:int(h["offset"][-1] + h["total_size"][-1])])   # bytes.find searches in C
-    carriers = _rows_holding(hay, h, PROPERTY_CRC32.encode())          # rows whose properties hold it
-    for i in np.union1d(carriers, np.flatnonzero(h["sys_flag"] & 1)).tolist():
+    carriers = set(_rows_holding(hay, h, PROPERTY_CRC32.encode()).tolist())   # rows whose properties hold it
+    for i in sorted(carriers | set(np.flatnonzero(h["sys_flag"] & 1).tolist())):
         pos, size = int(h["offset"][i]), int(h["total_size"][i])
         if i in carriers:
             c = record_prop_crc(w.buf, pos, w.base)
