@@ -37,7 +37,7 @@ SHOTS = ROOT / "_build" / "screenshots" / "explorers"
 CHROMIUM = "/usr/bin/chromium"
 LOCAL = ("file:", "data:", "blob:", "about:")
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.once]
 
 
 def _need(condition, reason):

@@ -20,7 +20,7 @@ CHROMIUM = "/usr/bin/chromium"
 TOKEN = "mqstore-explorers"
 SHOTS = ROOT / "_build" / "screenshots" / "jupyterlab"
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.once]
 
 CELLS = [
     """from pathlib import Path

@@ -64,6 +64,7 @@ def test_missing_reference_files_are_named(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_a_clone_alone_runs_the_chapters_and_tests(tmp_path):
     clone = tmp_path / "clone"
     for rel in repo_files():
