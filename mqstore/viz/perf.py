@@ -86,33 +86,33 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
 def draw_ratios(values, baseline, kinds, limits=(), targets=(), ax=None, title=""):
     """Every figure of a benchmark as a ratio to its baseline (the baseline bar is 1), on a log axis.
 
-    `values` maps a bar's name to its measured rate; `kinds` maps it to a key of KIND_COLORS. `limits` (reference
-    lines measured on the machine) and `targets` are (label, rate) pairs, divided by the baseline too: vertical lines."""
-    names = list(values)
-    base = values[baseline]
+    `values` maps a bar's name to its rate; `kinds` maps it to a key of KIND_COLORS. `limits` (reference lines
+    measured on the machine) and `targets` are (label, rate) pairs, divided by the baseline too: vertical lines;
+    a target may name its bar as a third item: only that bar's label then says when it ends near the target."""
+    names, base = list(values), values[baseline]
     ratios = [values[k] / base for k in names]
     if ax is None:
         rows = len(set(kinds[n] for n in names)) + len(limits) + len(targets)
         _, ax = plt.subplots(figsize=(9, 0.45 * len(names) + 1.4 + 0.12 * rows))
     ax.barh(names, ratios, color=[KIND_COLORS[kinds[k]] for k in names], height=0.6)
-    marks = [(f"{c}{k + 1}", v / base) for c, group in (("L", limits), ("T", targets)) for k, (_, v) in enumerate(group)]
-    labels = [ax.text(r * 1.08, y, _bar_label(r, marks), va="center", fontsize=8, zorder=5,
-                      bbox=dict(fc="white", ec="none", pad=1, alpha=0.6)) for y, r in enumerate(ratios)]
+    marks = [(f"{c}{k + 1}", m[1] / base, (m[2:] or [None])[0])    # (tag, x, the bar it is for, or None)
+             for c, group in (("L", limits), ("T", targets)) for k, m in enumerate(group)]
+    labels = [ax.text(r * 1.08, y, _bar_label(r, [(t, x) for t, x, bar in marks if bar in (None, names[y])]), va="center",
+                      fontsize=8, zorder=5, bbox=dict(fc="white", ec="none", pad=1, alpha=0.6)) for y, r in enumerate(ratios)]
     handles = [Patch(color=KIND_COLORS[k], label=k) for k in dict.fromkeys(kinds[n] for n in names)]
     top, tags = ax.get_xaxis_transform(), []        # x in data, y in axes: a tag above each line
     for k, ((label, v), ls) in enumerate(zip(limits, ("--", "-."))):
         ax.axvline(v / base, color="#000000", ls=ls, lw=1.3, zorder=6)
         tags.append((v / base, ax.text(v / base, 1.01, f"L{k + 1}", transform=top, ha="center", va="bottom", fontsize=8)))
         handles.append(Line2D([], [], color="#000000", ls=ls, label=f"L{k + 1}, reference: {label} ({times(v / base)})"))
-    for k, ((label, v), ls) in enumerate(zip(targets, (":", (0, (4, 1, 1, 1, 1, 1))))):
+    for k, ((label, v, *_), ls) in enumerate(zip(targets, (":", (0, (4, 1, 1, 1, 1, 1))))):
         ax.axvline(v / base, color=OKABE_ITO[5], ls=ls, lw=1.8, zorder=6)
         tags.append((v / base, ax.text(v / base, 1.01, f"T{k + 1}", transform=top, ha="center", va="bottom", fontsize=8,
                                        color=OKABE_ITO[5])))
         handles.append(Line2D([], [], color=OKABE_ITO[5], ls=ls, lw=1.8, label=f"T{k + 1}, target: {label} ({times(v / base)})"))
-    lines = [x for _, x in marks]
+    lines = [x for _, x, _ in marks]
     ax.set_xscale("log")
-    ax.set_xlim(min(ratios + lines) / 3, max(ratios + lines) * 4)
-    ax.invert_yaxis()
+    ax.set_xlim(min(ratios + lines) / 3, max(ratios + lines) * 4); ax.invert_yaxis()
     _style(ax, title, f"ratio to the baseline ({baseline} = 1), log scale")
     tags.sort(key=lambda t: t[0])
     for (x0, t0), (x1, t1) in zip(tags, tags[1:]):    # a tag close to the one on its left goes up a row
