@@ -46,7 +46,7 @@ from matplotlib.ticker import MaxNLocator
 PHASE_COLORS = {"starting": "#000000", "opening": "#E69F00", "writing": "#0072B2", "closed": "#009E73"}
 MODE_COLORS = {"kill": "#999999", "power": "#CC79A7"}   # colours the phases of the next figure do not use
 MODE_MARKERS = {"kill": "o", "power": "s"}
-RECOVERY_COLORS = {"normal": "#009E73", "abnormal": "#0072B2", "new": "#000000"}
+RECOVERY_COLORS = {"normal": "#009E73", "abnormal": "#0072B2", "new": "#000000"}   # "new": no store files yet, nothing to recover
 RECOVERY_MARKERS = {"normal": "^", "abnormal": "o", "new": "s"}
 
 def plot_acknowledged(trials, ax=None):
