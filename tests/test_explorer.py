@@ -64,6 +64,17 @@ def test_keys_rocketmq_would_lose_are_kept(scenarios, fault):
     lost = keys_lost_by_rocketmq(sc.events, sc.sent)
     assert lost and sorted(sc.found) == sorted(k for _, k in lost)
     assert all(sc.found.values())                            # every one found by query after recovery
+    kept = len(sc.sent) - verdict(sc.verdict)["lost"]        # the store serves every key of a kept message
+    assert sc.unfound == [k for _, _, k, _ in sc.sent[kept:]]
+
+
+def test_unfound_is_measured_in_the_recovered_store(scenarios):
+    "The engine's keys come from its recovered store: a key of a cut message is not served there."
+    sc = scenarios["power_cut"]
+    assert sc.unfound == [k for _, _, k, _ in sc.sent[-3:]]
+    v = verdict(sc.verdict, unfound=sc.unfound)
+    assert v["lost"] == 3 and v["keys"] == 0              # counted as lost, not twice
+    assert verdict(sc.verdict, unfound=["a-1"])["keys"] == 1
 
 
 def test_torn_record_sets_the_truncation_offset(scenarios):

@@ -114,6 +114,7 @@ class RecoveryScenario:
     after: dict = field(default_factory=lambda: {"records": [], "queues": {}, "index": []})
     sent: list = field(default_factory=list, repr=False)   # (topic, queue id, key, PutResult)
     found: dict = field(default_factory=dict)              # key -> served by query after recovery
+    unfound: list = field(default_factory=list)            # keys query did not serve after recovery
     bodies: list = field(default_factory=list, repr=False) # the body of each put, in order
     verdict: object = None                                 # what `run_scenario`'s `check` returned
 
@@ -402,7 +403,10 @@ def run_scenario(fault: str = "crash", before_crash: int = 60, crash_at: int = 2
         with MessageStore.open(root, cfg, clock=clock, observer=sc.events.append) as s:
             s.wait_dispatched()
             sc.after = store_snapshot(root, cfg)
-            sc.found = {k: bool(s.query(t, k)) for t, k in keys_lost_by_rocketmq(sc.events, sent)}
+            served = {k: any(m.commit_log_offset == r.commit_log_offset for m in s.query(t, k))
+                      for t, q, k, r in sent}                 # every key, in the recovered store itself
+            sc.found = {k: served[k] for t, k in keys_lost_by_rocketmq(sc.events, sent)}
+            sc.unfound = [k for k, ok in served.items() if not ok]
         if check is not None:
             sc.verdict = check(root, cfg, clock, sc)
         return sc
@@ -457,13 +461,14 @@ def check_scenario(root, config, clock, sc):
     "`run_scenario`'s `check`: `check_store` on the recovered store, every put acknowledged."
     return check_store(root, config, acked=scenario_acks(sc), clock=clock)
 
-def verdict(report, unindexed=(), recovery: str = "") -> dict:
+def verdict(report, unindexed=(), recovery: str = "", unfound=()) -> dict:
     """A report in three numbers: acknowledged messages lost, keys not found (plus `unindexed`: `keys_by_rule`
-    of them are only there), units wrong.
+    of them are only there), units wrong. `unfound`: keys `query` did not serve in the recovered store itself.
     `recovery`: the mode of the recovery judged. (check_store reopens the store after that recovery's clean
     close, so the report's own mode is "normal": `summary` leaves it out.)"""
     lost = [a.key for a, why in report.lost + report.torn if not why.startswith("query")]
     checked = {a.key for a, why in report.lost if why.startswith("query")}      # check_store's failed lookups
+    checked |= set(unfound) - set(lost)                  # and those before check_store's reopen
     keys = checked | (set(unindexed) - set(lost))
     units = [p for p in report.problems if not p.startswith(("index", "commit log"))]
     return dict(acked=report.acked, lost=len(lost), lost_keys=lost[:6], keys=len(keys),
@@ -489,7 +494,7 @@ def recovery_case(fault: str, crash_at: int, kinds: list, **params) -> dict:
         drop = {r.commit_log_offset for t, q, k, r in sc.sent if k in keys}
         shown = events if rule == "mqstore" else rocketmq_events(events)
         rules.append(dict(events=[_event_row(e, kinds) for e in shown], after=_snap(sc.after, drop),
-                          verdict=verdict(sc.verdict, keys, start.mode)))
+                          verdict=verdict(sc.verdict, keys, start.mode, sc.unfound)))
     return dict(puts=len(sc.sent), segments=start.segments, file_size=start.file_size,
                 first_offset=start.first_offset, before=_snap(sc.before), rules=rules)
 

@@ -147,23 +147,24 @@
       verdict.textContent = "";
       if (upto < n) {
         verdict.appendChild(el("div", "mqx-note", "verdict: recovery has run " + upto + " of its " + n +
-          " events; step to the end to see what check_store finds in the recovered store"));
+          " events; step to the end to see the verdict on the recovered store"));
         root.dataset.verdictShown = "0";
         return;
       }
       var simulated = data.rules[cur.ri][0] !== "mqstore", label = data.rules[cur.ri][1];
       verdict.appendChild(el("div", "mqx-result", (simulated ? "verdict under " + label + " (simulated)"
-        : "verdict (check_store)") + ": " + v.lost + " of " + v.acked + " acknowledged messages lost, " + v.keys +
+        : "verdict (this engine)") + ": " + v.lost + " of " + v.acked + " acknowledged messages lost, " + v.keys +
         " keys no longer found, " + v.units + " units wrong"));
       if (v.lost) verdict.appendChild(el("div", "", "lost: " + v.lost_keys.join(", ") + (v.lost > v.lost_keys.length ? ", ..." : "")));
       if (v.keys) verdict.appendChild(el("div", "", "keys not found: " + v.missing_keys.join(", ") +
         (v.keys > v.missing_keys.length ? ", ..." : "") + (simulated ? " (" + v.keys_by_rule + " that " + label +
-        " would not index again, simulated; " + (v.keys - v.keys_by_rule) + " failed check_store's key lookups)" : "")));
+        " would not index again, simulated; " + (v.keys - v.keys_by_rule) + " not served by this engine's store)" : "")));
       if (v.units) verdict.appendChild(el("div", "", "units: " + v.unit_problems.join("; ")));
       verdict.appendChild(el("div", "mqx-note", "What check_store checked: the files this engine's " + v.recovery +
-        " recovery left (it reopens the store, which closed cleanly): " + v.summary +
+        " recovery left (it reopens the store, which closed cleanly): " + v.summary + ". Before that reopen, " +
+        "every key was queried in the recovered store itself; a kept message's key it did not serve counts above too" +
         (simulated ? ". The keys " + label + " would not index again are not in these files' check: they are " +
-         "counted from its rule (keys_lost_by_rocketmq) and added above." : "")));
+         "counted from its rule (keys_lost_by_rocketmq) and added above." : ".")));
       root.dataset.verdictShown = "1";
     }
 
