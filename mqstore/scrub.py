@@ -187,7 +187,7 @@ class Scrubber:
     below an earlier one of its queue (a double claim, or out of order) waits in `late`, for the end."""
         out = {}
         for key, qo, off in window_claims(w):
-            if key[0] in self.store.cq_store.elsewhere:      # a plugin checks those queues (chapter 14)
+            if key[0] in self.store.cq_store.elsewhere:      # a plugin (chapter 14's code for a 5.x structure) checks those queues
                 continue
             before = self.claim_max.get(key, -1)
             late = qo <= np.maximum.accumulate(np.concatenate([[before], qo[:-1]]))
