@@ -887,6 +887,7 @@ def scenario_crash_during_rebuild(work) -> ScenarioResult:
 def scenario_key_collision(work) -> ScenarioResult:
     "#3613: 'AaTopic#BB' and 'BBTopic#Aa' have the same Java hashCode, and the index stores only hashes."
     from mqstore.store import MessageStore
+    from mqstore.index import build_key, index_key_hash
     root = Path(work) / "collision"
     clock = ManualClock()
     with MessageStore.open(root, SCENARIO_CONFIG, clock=clock) as store:
@@ -896,11 +897,14 @@ def scenario_key_collision(work) -> ScenarioResult:
         store.wait_dispatched()
         raw = store.index.query("AaTopic", "BB", 0, 2**62)
         hits = store.query("AaTopic", "BB")
-    ok = len(raw.offsets) == 2 and [m.body for m in hits] == [b"AaTopic BB"]
+        entries = sum(f.index_count - 1 for f in store.index.files)     # UNIQ_KEY and KEYS of each message
+    hashes = {build_key(t, k): index_key_hash(build_key(t, k)) for t, k in (("AaTopic", "BB"), ("BBTopic", "Aa"))}
+    ok = len(raw.offsets) == 2 and [m.body for m in hits] == [b"AaTopic BB"] and len(set(hashes.values())) == 1
     return ScenarioResult("#3613", "key BB in AaTopic, key Aa in BBTopic (equal hashes)",
                           "the query by key returned the other topic's message too",
                           f"the index finds {len(raw.offsets)} candidates; the record check keeps {len(hits)}",
-                          ok, None, {"candidates": len(raw.offsets), "served": len(hits)})
+                          ok, None, {"hashes": hashes, "index_entries": entries, "candidates": len(raw.offsets),
+                                      "served": len(hits)})
 
 # %% ../book/08_crash_lab.ipynb #3637cb58
 SCENARIOS = {"torn record": scenario_torn_record, "bit flip": scenario_bit_flip,
