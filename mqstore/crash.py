@@ -99,8 +99,7 @@ def _warm_up() -> None:
             store.wait_dispatched()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    from mqstore import accel
-    accel.warm()            # every kernel a store calls (recovery's too), chapter 10; nothing when they are off
+    __import__("mqstore.accel").accel.warm()    # every kernel a store calls, recovery's too (chapter 10)
 
 def zygote_main() -> None:
     """A prepared process: imports mqstore once, then forks one writer per request (a JSON line on
