@@ -268,10 +268,8 @@ class QueueUnits:
             off, size, _ = UNIT.unpack_from(self.maps[-1], mid * UNIT.size)
             lo, hi = (mid + 1, hi) if off >= 0 and size > 0 else (lo, mid)
         self.count = max(len(self.maps) - 1, 0) * self.per + lo
-
-    def unit(self, k: int) -> tuple:
+    def unit(self, k: int) -> tuple:                  # (offset, size, tags code) of unit number k
         return UNIT.unpack_from(self.maps[k // self.per], k % self.per * UNIT.size)
-
     def last_real(self, end: int, limit: int = 4096):
         "The number of the last unit before `end` that is not a filler, or None."
         for k in range(end - 1, max(end - limit, 0) - 1, -1):
