@@ -171,7 +171,7 @@ class MessageStore:
             return lo if hi > lo and self._keys_between(lo, hi, skip) else None
         for i, f in enumerate(files):
             if f.index_count <= 1:
-                continue                            # no entries: its header only carries the previous end
+                continue        # no entries (the count starts at 1, ch. 6): its header only carries the previous end
             if (lo := gap(f.begin_phy_offset)) is not None:
                 return i, lo, f.begin_phy_offset
             prev = f.end_phy_offset
