@@ -4,7 +4,7 @@
 __all__ = ['FAST_MODULES', 'enabled', 'fast_paths', 'fast_version', 'accelerated', 'replacements', 'warm']
 
 # %% ../book/10_making_it_fast.ipynb #7096c509
-"""The one place where the engine picks its fast paths (chapter 10).
+"""The switch that picks the engine's fast paths (chapter 10).
 
 A reference function marked `@accelerated` runs its fast version from `mqstore.fast`
 when the fast paths are on (the default; MQSTORE_ACCEL=0 turns them off, so does
