@@ -55,6 +55,7 @@ def draw_sizes(sizes, axes=None, bins=40, title="record sizes (TOTALSIZE): recor
 
 
 # %% ../../book/12_spark_pipeline.ipynb #22133fa4
+from matplotlib.colors import ListedColormap
 from ..pipeline import UNIT_PART
 
 def draw_parts(parts, ax=None, title="consume-queue units sent back, per queue and task (segment)"):
@@ -66,11 +67,11 @@ def draw_parts(parts, ax=None, title="consume-queue units sent back, per queue a
     for r in rows:
         grid[queues.index((r["topic"], r["queue_id"])), segs.index(r["segment"])] += len(r["units"]) // UNIT_PART.itemsize
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 0.22 * len(queues) + 1.3), layout="constrained")
-    im = ax.imshow(grid, cmap="viridis", aspect="auto")
+        _, ax = plt.subplots(figsize=(9, 0.26 * len(queues) + 1.3), layout="constrained")
+    pale = ListedColormap(plt.cm.Blues(np.linspace(0, 0.6, 256)))   # white to mid blue: black digits read
+    im = ax.imshow(grid, cmap=pale, vmin=0, aspect="auto")
     for (i, j), n in np.ndenumerate(grid):
-        ax.text(j, i, str(n), ha="center", va="center", fontsize=8,
-                color="black" if n > 0.6 * grid.max() else "white")
+        ax.text(j, i, str(n), ha="center", va="center", fontsize=9, color="black")
     ax.set_xticks(range(len(segs)), [f"{s:,}" for s in segs], fontsize=8)
     ax.set_yticks(range(len(queues)), [f"{t}-{q}" for t, q in queues], fontsize=8)
     ax.set_xlabel("segment (its first commit-log offset): one task each", fontsize=9)
