@@ -44,5 +44,7 @@ def test_draw_goals_marks_met_and_missed_goals():
     assert [round(b.get_width(), 3) for b in bars] == [0.7, 0.015]
     assert bars[0].get_hatch() in (None, "") and bars[1].get_hatch() == "//"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["met", "missed"]
-    assert ax.figure.legends and len(ax.figure.legends[0].get_texts()) == 4
+    assert ax.figure.legends and len(ax.figure.legends[0].get_texts()) == 5
+    dots = [l for l in ax.lines if l.get_marker() == "o"]          # one per repetition: filled if it reached the target
+    assert [d.get_markerfacecolor() == "#000000" for d in dots] == [True] * 3 + [False] * 2
     plt.close("all")

@@ -72,10 +72,12 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     _style(ax[0], "absolute rates, each round", "round", "thousand calls/s (log scale)")
     ax[1].plot(rounds, ratio, "o-", color="#000000", label=f"{names[0]} / {names[1]}")
     calm = ~np.isin(rounds, list(slow))                 # the median of the unshaded rounds
-    ax[1].axhline(np.median(ratio[calm]), color=KIND_COLORS["variant"], ls=":", lw=1.5,
-                  label="median ratio, unshaded rounds" if len(slow) else "median ratio")
-    ax[1].set_ylim(0, ratio.max() * 1.9)
-    _style(ax[1], "the ratio, each round", "round", "ratio (x)")
+    m = np.median(ratio[calm])
+    ax[1].axhline(m, color=KIND_COLORS["variant"], ls=":", lw=1.5,
+                  label=f"median ratio, unshaded rounds ({m:.1f}x)" if len(slow) else f"median ratio ({m:.1f}x)")
+    span = max(ratio.max() - ratio.min(), 0.05 * ratio.max())       # zoomed: room for the legend above
+    ax[1].set_ylim(ratio.min() - 0.5 * span, ratio.max() + 1.6 * span)
+    _style(ax[1], "the ratio, each round", "round", "ratio (x), axis not from 0")
     shade = Patch(color="#999999", alpha=0.4, label="profile hook on")
     for a in ax:
         h, _ = a.get_legend_handles_labels()
@@ -190,7 +192,7 @@ import textwrap
 
 def draw_goals(goals, ax=None, title=""):
     """One bar per goal (dicts with name, ratios of the repetitions, target): the median ratio, the
-    min-max of the repetitions as an error bar, the target as a mark on the row; log axis."""
+    repetitions as dots (filled: reached the target) on a min-max line, the target as a mark on the row; log axis."""
     med = np.array([np.median(g["ratios"]) for g in goals])
     lo = med - np.array([min(g["ratios"]) for g in goals])
     hi = np.array([max(g["ratios"]) for g in goals]) - med
@@ -201,8 +203,10 @@ def draw_goals(goals, ax=None, title=""):
     bars = ax.barh(y, med, height=0.6, color=[OKABE_ITO[2] if m else OKABE_ITO[5] for m in met], edgecolor="white")
     for bar, m in zip(bars, met):
         bar.set_hatch("" if m else "//")
-    ax.errorbar(med, y, xerr=[lo, hi], fmt="none", ecolor="#000000", capsize=3, lw=1)
-    ax.vlines([g["target"] for g in goals], y - 0.42, y + 0.42, color=OKABE_ITO[5], lw=2.5)
+    ax.errorbar(med, y, xerr=[lo, hi], fmt="none", ecolor="#000000", capsize=0, lw=1, zorder=3)
+    ax.vlines([g["target"] for g in goals], y - 0.42, y + 0.42, color=OKABE_ITO[5], lw=2.5, zorder=2)
+    for k, g, r in ((k, g, r) for k, g in enumerate(goals) for r in g["ratios"]):   # a dot per repetition
+        ax.plot(r, k, "o", ms=5, mec="#000000", mew=1, mfc="#000000" if r >= g["target"] else "#FFFFFF", zorder=4)
     for k, (m, g) in enumerate(zip(med, goals)):
         n_met = sum(r >= g["target"] for r in g["ratios"])
         ax.text(max(m + hi[k], g["target"]) * 1.15, k, f"{times(m)} (goal {times(g['target'])}; {n_met} of {len(g['ratios'])} runs met)",
@@ -215,7 +219,8 @@ def draw_goals(goals, ax=None, title=""):
     handles = [Patch(color=OKABE_ITO[2], label="goal met (median)"),
                Patch(facecolor=OKABE_ITO[5], hatch="//", edgecolor="white", label="goal missed (median)"),
                Line2D([], [], color=OKABE_ITO[5], lw=2.5, label="the goal's target ratio"),
-               Line2D([], [], color="#000000", marker="|", markersize=8, lw=1, label="lowest to highest repetition")]
+               Line2D([], [], color="#000000", marker="o", ms=5, mfc="#000000", lw=1, label="a repetition that reached it"),
+               Line2D([], [], color="#000000", marker="o", ms=5, mfc="#FFFFFF", lw=1, label="one that did not (line: lowest to highest)")]
     if type(ax.figure.get_layout_engine()).__name__ == "ConstrainedLayoutEngine":
         ax.figure.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     else:
