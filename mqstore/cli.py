@@ -92,7 +92,7 @@ def check_store_folder(root) -> Path:
 
 def open_store(root, write: bool = False, config: StoreConfig | None = None, observer=None):
     "Open a store with the sizes its files have; read-only unless `write`."
-    from mqstore.store import MessageStore      # imported here: `inspect` mostly does without it (below)
+    from mqstore.store import MessageStore      # imported here: the quick `inspect` does without it (below)
     root = check_store_folder(root)
     return MessageStore.open(root, config or infer_config(root), observer=observer, read_only=not write)
 
@@ -373,9 +373,12 @@ def describe_quickly(root, config: StoreConfig) -> dict:
     """describe_store's data, read from file names and sizes, headers and tails (no record before the
     last one a consume queue holds); NotSure where only the read-only open can tell."""
     root = check_store_folder(root)
-    if (root / "abort").exists() or (root / "batchconsumequeue").is_dir() or config.store_path_commit_log \
-            or config.force_verify_prop_crc:
-        raise NotSure("an abort file, batch consume queues, or a setting that changes recovery")
+    for applies, why in (((root / "abort").exists(), "an abort file: the last run may have crashed"),
+                         ((root / "batchconsumequeue").is_dir(), "batch consume queues (batchconsumequeue/)"),
+                         (config.store_path_commit_log, "the commit log outside the root (storePathCommitLog)"),
+                         (config.force_verify_prop_crc, "forceVerifyPropCRC, which changes recovery")):
+        if applies:
+            raise NotSure(why)                       # the first that applies
     queues = {}
     for t in sorted(p for p in (root / "consumequeue").glob("*") if p.is_dir() and not p.name.startswith(".")):
         for p in t.iterdir():
@@ -401,17 +404,18 @@ RECORD_LEVEL = ("compressed records", "property CRC", "batch consume queues", "l
                 "schedule topics", "transaction system topics")     # what chapter 14's records scan finds
 
 def quick_structures(root, config: StoreConfig) -> tuple:
-    """(chapter 14's structures found from the root's entries and file names alone, the names whose
-    records inspect did not look for); with the commit log elsewhere, chapter 14's full recognition."""
+    """(chapter 14's structures found from the root's entries and file names alone, the record-level names
+    not among them, False); with the commit log elsewhere, (chapter 14's full recognition, [], True)."""
     if config.store_path_commit_log:
         from mqstore.modern import recognise_store          # reads every record
-        return recognise_store(root, config), []
+        return recognise_store(root, config), [], True
     from mqstore.structures import folder_structures, STRUCTURES
     found, log = folder_structures(root), Path(root) / "commitlog"
     if "commit log" in found:
         found["commit log"]["facts"]["segments"] = sum(
             1 for p in log.iterdir() if len(p.name) == 20 and p.name.isdigit() and p.stat().st_size)
-    return sorted(found.values(), key=lambda s: STRUCTURES.index(s["name"])), list(RECORD_LEVEL)
+    return (sorted(found.values(), key=lambda s: STRUCTURES.index(s["name"])),
+            [n for n in RECORD_LEVEL if n not in found], False)
 
 def records_line(d: dict) -> str:
     "What inspect read of the records, and what reads them all."
@@ -434,12 +438,14 @@ def cmd_inspect(args) -> int:
         with open_store(args.root, config=config) as store:
             d = describe_store(store)
         d["records_read"] = {"all": False, "how": "walked", "why": str(why)}
-    d["structures"], d["not_looked_for"] = quick_structures(args.root, config)
+    d["structures"], d["not_looked_for"], read_all = quick_structures(args.root, config)
     if line := skipped_line(args.root, config, d["structures"]):
         print(f"mqstore inspect: {line}", file=sys.stderr)
     unread = "\n  not looked for by inspect (only a read of every record finds them): " + ", ".join(d["not_looked_for"])
-    _emit(args, d, "\n".join([format_description(d), records_line(d),
-                              format_structures(d["structures"], config, args.root) + unread * bool(d["not_looked_for"])]))
+    header = None if read_all else (f"structures: {len(d['structures'])} found from the root's entries "
+                                    "(a writing command first reads every record, and may find more and refuse)")
+    _emit(args, d, "\n".join([format_description(d), records_line(d), format_structures(
+        d["structures"], config, args.root, header) + unread * bool(d["not_looked_for"])]))
     return 0
 
 # %% ../book/13_real_stores.ipynb #3bbb5a0a
@@ -644,7 +650,7 @@ def cmd_rebuild(args) -> int:
             arg("--engine", choices=("local", "spark"), default="local", help="one process, or Spark"),
             arg("--master", metavar="URL", help="Spark master URL (default local[*])"), JSON_FLAG)
 def cmd_audit(args) -> int:
-    from mqstore.auditing import audit_local, audit_summary     # numpy only
+    from mqstore.auditing import audit_local, audit_summary
     config = command_config(args)
     if args.engine == "local":
         report = audit_local(args.root, config)

@@ -166,10 +166,10 @@ def _facts_text(facts: dict) -> str:
     return ", ".join(f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in facts.items())
 
 # %% ../book/14_modern_stores.ipynb #c13a0038
-def format_structures(structures, config: StoreConfig | None = None, root=None) -> str:
+def format_structures(structures, config: StoreConfig | None = None, root=None, header: str | None = None) -> str:
     """The `inspect` lines: each structure, where, its facts, and which writing actions refuse it
-    (with `root`, by the finer rules of DETAIL_RULES too, as `check_writable` judges)."""
-    lines = [f"structures: {len(structures)} (checked before any write)"]
+    (with `root`, by the finer rules of DETAIL_RULES too, as `check_writable` judges); `header` replaces the first line."""
+    lines = [header or f"structures: {len(structures)} (checked before any write)"]
     for s in structures:
         refused = [a for a in ACTIONS if refusal_reason(s, config, a, root)]
         verdict = ("maintained" if not refused else "refused" if len(refused) == len(ACTIONS)
