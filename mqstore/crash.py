@@ -729,7 +729,8 @@ def scenario_index_after_crash(work) -> ScenarioResult:
     ok = report.ok and bool(dropped) and would_lose > 0
     return ScenarioResult("#8007", "kill with index files newer than the checkpoint",
                           f"the newer index files are dropped; inferred: the replay from the checkpoint misses {would_lose} entries",
-                          f"the replay starts where the kept index ends ({dropped[0].replay_from if dropped else None}): "
+                          f"{len(before) - len(names)} index file(s) kept; the replay starts where they end, at "
+                          f"{dropped[0].replay_from if dropped else None} (the checkpoint's segment: {ckpt_start}): "
                           f"{'every key found' if report.ok else 'keys missing'}",
                           ok, report, {"files": len(before), "dropped": len(names), "would_lose": would_lose,
                                        "checkpoint_start": ckpt_start, "replay_from": dropped[0].replay_from if dropped else None})
