@@ -58,13 +58,14 @@ def draw_profile(profiles: dict, title: str, n: int = 5):
         ms = [1000 * r[2] for r in rows] + [1000 * (mq - sum(r[2] for r in rows)), 1000 * max(0.0, total - mq)]
         colors = [PART_COLORS[r[1]] for r in rows] + ["#777777", "#BBBBBB"]
         drawn |= {r[1] for r in rows}
-        bars = ax.barh(range(len(ms))[::-1], ms, color=colors, edgecolor="#444444", lw=0.4)
+        parts = [r[1] for r in rows] + [None, None]
+        drawn_ms = [max(v, 0.05 * max(ms)) if p is not None else v for v, p in zip(ms, parts)]   # a function bar: >= 1/20
+        bars = ax.barh(range(len(ms))[::-1], drawn_ms, color=colors, edgecolor="#444444", lw=0.4)
         for bar, r in zip(bars, rows):
             bar.set_hatch(PART_HATCH.get(r[1], ""))
-        parts = [r[1] for r in rows] + [None, None]
-        for y, v, p in zip(range(len(ms))[::-1], ms, parts):      # the value; on a bar too short, its part
+        for y, v, w, p in zip(range(len(ms))[::-1], ms, drawn_ms, parts):   # the true value; on a widened bar, its part
             tiny = p is not None and v < 0.05 * max(ms)
-            ax.text(v + max(ms) * 0.01, y, (f"{v:.1f}" if v < 10 else f"{v:.0f}") + (f"  ({p})" if tiny else ""),
+            ax.text(w + max(ms) * 0.01, y, (f"{v:.1f}" if v < 10 else f"{v:.0f}") + (f"  ({p})" if tiny else ""),
                     va="center", fontsize=7)
         ax.set_xlim(0, max(ms) * 1.1)
         ax.set_yticks(range(len(ms))[::-1], labels, fontsize=8)
