@@ -758,7 +758,7 @@ def scenario_empty_cq_file(work) -> ScenarioResult:
                           f"the empty file of {topic}-{qid} is {'removed' if not empty.exists() else 'KEPT'}, the torn "
                           f"record's unit in {last.topic}-{last.queue_id} {'cut' if cut else 'NOT cut'}"
                           f"{' (two queues, not the one queue of #9728)' if (topic, qid) != (last.topic, last.queue_id) else ''}"
-                          f": starts and serves",
+                          f": {'starts and serves' if report.ok else 'FAILS its check'}",
                           report.ok and cut and not empty.exists(), report,
                           {"queue": f"{topic}-{qid}", "empty_file_left": empty.exists(),
                            "torn_unit_queue": f"{last.topic}-{last.queue_id}", "torn_unit_cut": cut})

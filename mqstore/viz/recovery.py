@@ -101,7 +101,7 @@ def snapshot_legend():
             Line2D([], [], color=BAD, ls="--", lw=0.8, label="end of the log")]
 
 # %% ../../book/07_recovery.ipynb #69f714bf
-# Okabe-Ito colours (a palette colour-blind readers can tell apart), one meaning each
+# Okabe-Ito colours (a palette colour-blind readers can tell apart)
 WALKED, SKIPPED, BAD, REDISPATCHED, KEPT, CHOSEN, DROPPED = ("#56B4E9", "#999999", "#D55E00", "#E69F00",
                                                             "#000000", "#009E73", "#CC79A7")
 
