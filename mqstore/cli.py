@@ -441,7 +441,7 @@ def cmd_inspect(args) -> int:
     d["structures"], d["not_looked_for"], read_all = quick_structures(args.root, config)
     if line := skipped_line(args.root, config, d["structures"]):
         print(f"mqstore inspect: {line}", file=sys.stderr)
-    unread = "\n  not looked for by inspect (only a read of every record finds them): " + ", ".join(d["not_looked_for"])
+    unread = "\n  not in the root's entries, and not looked for in the records: " + ", ".join(d["not_looked_for"])
     header = None if read_all else (f"structures: {len(d['structures'])} found from the root's entries "
                                     "(a writing command first reads every record, and may find more and refuse)")
     _emit(args, d, "\n".join([format_description(d), records_line(d), format_structures(

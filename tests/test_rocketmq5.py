@@ -57,7 +57,7 @@ def test_inspect_names_what_each_store_holds(case):
     for structure in SEEN[name]:
         assert structure in out, (name, structure, out)
     d = json.loads(mq("inspect", root, "--config", conf, "--json")[1])
-    unread = {"compressed records", "property CRC"}     # only a read of every record finds them: not inspect
+    unread = {"compressed records", "property CRC"}     # found in the records only: not by inspect
     assert {s["name"] for s in d["structures"]} >= (set(SEEN[name]) - unread) | {"commit log", "index files"}
     assert set(SEEN[name]) & unread <= set(d["not_looked_for"])
 

@@ -160,8 +160,9 @@ def draw_inner_batch(raw: bytes, msg, inner: list, axes=None):
     ax.set_xlabel(f"byte of the record at {msg.commit_log_offset} (sysFlag {msg.sys_flag:#x})", fontsize=9)
     m0, blen = inner[0], len(inner[0]["body"])
     plen = m0["size"] - 22 - blen
+    names = [k if k != "TAGS" else f"TAGS={v}" for k, v in m0["properties"].items()]     # message 0's, in stored order
     packed = [("size", 4), ("magic", 4), ("body CRC", 4), ("flag", 4), ("body len", 4), (f"body ({blen} B)", blen),
-              ("props len", 2), (f"properties ({plen} B):\nKEYS, UNIQ_KEY,\nTAGS={m0['properties'].get('TAGS')}", plen)]
+              ("props len", 2), (f"properties ({plen} B):\n" + ",\n".join(", ".join(names[i:i + 2]) for i in range(0, len(names), 2)), plen)]
     widths = [1.6 if n <= 4 else n / 15 for _, n in packed]          # small fields legible, not to scale
     x, row = 0, []
     for i, ((label, n), w) in enumerate(zip(packed, widths)):
