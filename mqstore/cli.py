@@ -243,7 +243,7 @@ import mmap, struct
 from .mapped_file_queue import scan_segment_folder
 
 UNIT = struct.Struct(">qiq")        # a consume-queue unit (chapter 5): commit-log offset, size, tags code
-FILLER_SIZE = 0x7FFFFFFF            # chapter 5's filler unit (mqstore.consume_queue itself imports numpy)
+FILLER_SIZE = 0x7FFFFFFF            # a filler unit's size (chapter 5: a unit that holds a queue offset, no message)
 
 class NotSure(Exception):
     "A figure the quick reading cannot vouch for: `inspect` opens the store read-only instead."

@@ -337,13 +337,13 @@ class Scrubber:
         for c, cur, phy, size, code in self.far_units:
             rec = recs.get(phy)
             if rec is None:
-                self.problem(f"{c.name}: unit {cur} points at {phy}, where no valid record starts")
+                self.problem(f"{c.name}: unit {cur} points at {phy}, where the CRC walk validated no record")
             elif rec[:5] != (size, code if rec[1] != -1 or c.topic != SCHEDULE_TOPIC else -1, c.topic, c.qid, cur):
                 self.problem(_disagree(c.name, cur, phy, size, code, rec))
         for name, hh, phy in self.far_entries:
             rec = recs.get(phy)
             if rec is None:
-                self.problem(f"index {name}: entry points at {phy}, where no valid record starts")
+                self.problem(f"index {name}: entry points at {phy}, where the CRC walk validated no record")
             elif hh not in rec[5]:
                 self.problem(f"index {name}: entry hash {hh} is not a key of the record at {phy}")
             self.missing_keys.pop((phy, hh), None)

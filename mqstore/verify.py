@@ -96,7 +96,7 @@ def _check_queue(store, topic, qid, q, records, want, report):
                 seen_real = True
                 m = records.get(phy)
                 if m is None:
-                    report.problems.append(f"{name}: unit {cur} points at {phy}, where no valid record starts")
+                    report.problems.append(f"{name}: unit {cur} points at {phy}, where the CRC walk validated no record")
                 elif (m.total_size, m.tags_code, m.topic, m.queue_id, m.queue_offset) != (size, code, topic, qid, cur):
                     report.problems.append(
                         f"{name}: unit {cur} = ({phy}, {size}, {code}) disagrees with the record there "
@@ -133,7 +133,7 @@ def _check_index(store, records, report):
             entries.add((h, phy))
             m = records.get(phy)
             if m is None:
-                report.problems.append(f"index {f.name}: entry points at {phy}, where no valid record starts")
+                report.problems.append(f"index {f.name}: entry points at {phy}, where the CRC walk validated no record")
             elif h not in {index_key_hash(k) for k in index_keys_of(m.topic, m.keys, m.uniq_key)}:
                 report.problems.append(f"index {f.name}: entry hash {h} is not a key of the record at {phy}")
     for off, m in records.items():

@@ -193,7 +193,7 @@ def test_check_store_reports_a_bad_index_entry(clean_store):
     struct.pack_into(">q", data, at, acks[5].offset + 1)
     f.write_bytes(bytes(data))
     r = check_store(root, SCENARIO_CONFIG, acks, clock=clock)
-    assert any("no valid record starts" in p for p in r.problems), r.problems
+    assert any("where the CRC walk validated no record" in p for p in r.problems), r.problems
     assert any("is not indexed" in p for p in r.problems), r.problems
 
 
