@@ -329,8 +329,9 @@ def cut_at_prop_crc(store) -> int | None:
         start = choose_abnormal_start(log, min_ts, cfg.check_crc_on_recover)
     bad, seen = first_bad_prop_crc(log.mfq, start)
     if bad is not None and not seen:
-        raise ConfigError(f"force_verify_prop_crc is set, but no record from {files[start].name} on carries "
-                          f"{PROPERTY_CRC32}: recovery would truncate the commit log at {bad}; refused")
+        raise ConfigError(f"force_verify_prop_crc is set, but the walk from {files[start].name} meets a record "
+                          f"without a valid {PROPERTY_CRC32} (at {bad}) before any record that carries one: recovery "
+                          f"would truncate the commit log there; refused")
     if bad is not None:
         (clip_positions(log.mfq, bad) if store.read_only else truncate_commit_log(log, bad, store.observer))
     return bad
