@@ -11,7 +11,7 @@ when the fast paths are on (the default; MQSTORE_ACCEL=0 turns them off, so does
 `fast_paths(False)`) and its module can be imported. The compiled kernels are loaded
 only when a fast version, or chapter 14's root recognition (which calls the
 column scans directly), first needs them; without numba, the fast versions take
-their numpy paths."""
+their numpy paths (tests/test_accel.py compares those with the kernels)."""
 import functools, importlib, os
 from contextlib import contextmanager
 
