@@ -51,6 +51,7 @@ class Ack:
 # %% ../book/08_crash_lab.ipynb #3a82b03c
 import json, os, sys, time, traceback
 from dataclasses import asdict
+from . import accel
 from .config import StoreConfig
 
 def config_to_dict(config: StoreConfig) -> dict:
@@ -99,7 +100,7 @@ def _warm_up() -> None:
             store.wait_dispatched()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    __import__("mqstore.accel").accel.warm()    # every kernel a store calls, recovery's too (chapter 10)
+    accel.warm()                    # every kernel a store calls, recovery's too (chapter 10)
 
 def zygote_main() -> None:
     """A prepared process: imports mqstore once, then forks one writer per request (a JSON line on

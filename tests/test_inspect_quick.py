@@ -91,3 +91,11 @@ def test_inspect_loads_no_compiled_kernel_and_says_what_it_did_not_read(tmp_path
     assert "records: not all read" in r.stdout and "`mqstore verify` reads and checks every record" in r.stdout
     assert "not looked for in the records" in r.stdout and "compressed records" in r.stdout
     assert tree_hashes(root) == before
+
+
+def test_the_layouts_inspect_spells_again_are_the_engines():
+    "Chapter 13 repeats the unit, filler and index-header layouts to stay clear of numpy: they must not drift."
+    from mqstore import cli, consume_queue, index
+    assert cli.UNIT.format == consume_queue._UNIT.format and cli.UNIT.size == consume_queue.CQ_STORE_UNIT_SIZE
+    assert cli.FILLER_SIZE == consume_queue.FILLER_SIZE
+    assert cli.INDEX_HEADER.format == index._HEADER.format and cli.INDEX_HEADER.size == index.INDEX_HEADER_SIZE
