@@ -81,20 +81,20 @@ def draw_profile(profiles: dict, title: str, n: int = 5):
     return fig
 
 # %% ../../book/10_making_it_fast.ipynb #de749432
-import random
 SIDE_COLORS = {"reference": "#E69F00", "fast paths on": "#0072B2"}
 
-def draw_stage_times(times: dict, stages: list, seed: int = 0):
+def draw_stage_times(times: dict, stages: list):
     "A box and the single runs for each stage and side, in milliseconds on a log scale."
     fig, ax = plt.subplots(figsize=(7.2, 3.4))
-    rng = random.Random(seed)            # a small horizontal jitter, so that equal times stay apart
     for j, (side, color) in enumerate(SIDE_COLORS.items()):
         xs = [i + (j - 0.5) * 0.36 for i in range(len(stages))]
         data = [[1000 * t for t in times[side, s]] for s in stages]
         ax.boxplot(data, positions=xs, widths=0.3, patch_artist=True, showfliers=False,
                    boxprops=dict(facecolor=color, alpha=0.35), medianprops=dict(color="black", lw=1.5))
         for x, d in zip(xs, data):
-            ax.scatter([x + rng.uniform(-0.07, 0.07) for _ in d], d, s=14, color=color, zorder=3, label=side if x == xs[0] else None)
+            spread = [x - 0.12 + 0.24 * k / max(1, len(d) - 1) for k in range(len(d))]   # repetition k at its own x
+            ax.scatter(spread, d, s=12, color=color, edgecolor="white", linewidth=0.4, zorder=3,
+                       label=side if x == xs[0] else None)
     ax.set_yscale("log")
     lo, hi = min(1000 * min(v) for v in times.values()), max(1000 * max(v) for v in times.values())
     ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000) if lo / 2 <= t <= hi * 2]
@@ -103,7 +103,7 @@ def draw_stage_times(times: dict, stages: list, seed: int = 0):
     ax.set_xticks(range(len(stages)), stages, fontsize=9)
     ax.set_ylabel("milliseconds (log scale)", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("Each stage, one dot per repetition", fontsize=10, loc="left")
+    ax.set_title("Each stage, one dot per repetition, repetitions left to right in the order they ran", fontsize=10, loc="left")
     fig.tight_layout()
     return fig
 
