@@ -154,8 +154,10 @@ def draw_inner_batch(raw: bytes, msg, inner: list, axes=None):
     parts.append((at, len(raw) - at, BCQ_COLORS[6], ""))
     _strip(ax, 0, parts, height=0.9, fontsize=9)
     ax.annotate(f"topic and properties ({len(raw) - at} B):\nINNER_NUM={msg.properties['INNER_NUM']}, "
-                f"INNER_BASE={msg.properties['INNER_BASE']}", (at + (len(raw) - at) / 2, 0.9), (at - 0.02 * len(raw), 1.3),
+                f"INNER_BASE={msg.properties['INNER_BASE']}", (at + (len(raw) - at) / 2, 0.45), (at - 0.02 * len(raw), 1.3),
                 ha="right", fontsize=9, arrowprops=dict(arrowstyle="->", lw=0.8))
+    ax.legend(handles=[Patch(fc=BCQ_COLORS[6], ec="black", lw=0.6, label=f"topic and properties ({len(raw) - at} B)")],
+              loc="upper left", fontsize=9, frameon=False)
     ax.set_xlim(0, len(raw)); ax.set_ylim(-0.1, 2.0); ax.set_yticks([])
     ax.set_xlabel(f"byte of the record at {msg.commit_log_offset} (sysFlag {msg.sys_flag:#x})", fontsize=9)
     m0, blen = inner[0], len(inner[0]["body"])
@@ -246,26 +248,32 @@ OKABE = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC7
 def draw_record_properties(raw: bytes, spans: dict, ax=None, title=None):
     "One record as a strip of its fields, with the named property pairs (spans: name -> (start, end)) marked."
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 2.4), layout="constrained")
-    fields = record_fields(raw)
-    for i, (name, pos, size) in enumerate(fields):
-        ax.barh(1, size, left=pos, height=0.6, color="#dddddd" if i % 2 else "#bbbbbb", edgecolor="white")
-    body_at = next(pos for name, pos, _ in fields if name == "BODY")
+        _, ax = plt.subplots(figsize=(8, 2.9), layout="constrained")
+    f = {name: (pos, size) for name, pos, size in record_fields(raw)}
+    body_at, topic_at, props_at = f["BODY"][0], f["TOPICLENGTH"][0], f["PROPERTIESLENGTH"][0]
+    groups = [("header", 0, body_at), ("body", body_at, topic_at - body_at),
+              ("topic: length + name", topic_at, props_at - topic_at),
+              ("properties: length + pairs", props_at, len(raw) - props_at)]
     per_char = len(raw) / 90                                  # bytes one character spans at the book's width
-    for name, pos, size in [("header", 0, body_at)] + [(n.lower(), p, s) for n, p, s in fields if p >= body_at]:
-        if size >= per_char * (len(name) + 2):                # a label only where it fits
-            ax.text(pos + size / 2, 1, name, ha="center", va="center", fontsize=9)
+    for i, (name, pos, size) in enumerate(groups):
+        ax.barh(1, size, left=pos, height=0.6, color="#dddddd" if i % 2 else "#bbbbbb", edgecolor="white")
+        label = f"{name} ({size} B)"
+        if size >= per_char * (len(label) + 2):               # inside where it fits, else above with an arrow
+            ax.text(pos + size / 2, 1, label, ha="center", va="center", fontsize=9)
+        else:
+            ax.annotate(label, (pos + size / 2, 1.3), (pos + size / 2, 1.6), ha="center", va="bottom", fontsize=9,
+                        arrowprops=dict(arrowstyle="->", lw=0.8))
     handles = []
     for k, (name, (a, b)) in enumerate(spans.items()):
         c = OKABE[(k * 4 + 1) % len(OKABE)]
         ax.barh(0.2, b - a, left=a, height=0.5, color=c)
-        ax.text(a + (b - a) / 2, -0.25, f"[{a}, {b})", ha="center", va="top", fontsize=8)
+        ax.text(a + (b - a) / 2, -0.25, f"[{a}, {b})", ha="center", va="top", fontsize=9)
         handles.append(Patch(color=c, label=name))
     ax.set_yticks([1, 0.2], ["record fields", "property pairs"], fontsize=9)
-    ax.set_ylim(-0.5, 1.4)
+    ax.set_ylim(-0.5, 1.95)
     ax.set_xlim(0, len(raw))
     ax.set_xlabel("byte position in the record", fontsize=9)
-    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
+    ax.legend(handles=handles, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, frameon=False)
     ax.set_title(title or f"a record of {len(raw)} bytes and its multi-dispatch properties", fontsize=10)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
