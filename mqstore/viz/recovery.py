@@ -191,10 +191,10 @@ def _draw_units(ax, row, old, new, reached, gone_from=None):
     "Strokes for what was on disk (upper half of the row), pluses for what the replay wrote (lower); their counts."
     old, new = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
     gone = np.zeros(len(old), bool) if gone_from is None else old >= gone_from
-    ax.plot(old[~gone], np.full((~gone).sum(), row + 0.17), "|", color=KEPT, ms=8, mew=1.2, ls="none")
-    ax.plot(old[gone], np.full(gone.sum(), row + 0.17), "|", color=DROPPED, ms=8, mew=1.5, ls="none")
+    ax.plot(old[~gone], np.full((~gone).sum(), row + 0.2), "|", color=KEPT, ms=6, mew=1.2, ls="none")
+    ax.plot(old[gone], np.full(gone.sum(), row + 0.2), "|", color=DROPPED, ms=6, mew=1.5, ls="none")
     fresh = written_by_replay(old[~gone], new, reached)
-    ax.plot(fresh, np.full(len(fresh), row - 0.2), marker=NARROW_PLUS, color=REDISPATCHED, ms=8, mew=1.2, ls="none")
+    ax.plot(fresh, np.full(len(fresh), row - 0.28), marker=NARROW_PLUS, color=REDISPATCHED, ms=7, mew=1.2, ls="none")
     return int(gone.sum()), len(fresh)
 
 def written_by_replay(kept, new, reached):
@@ -235,12 +235,12 @@ def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = Tru
     size, base = start.file_size, start.first_offset
     ticks = [base + i * size for i in range(start.segments + 1)]
     for q, (gone, fresh) in counts.items():          # the strokes and pluses counted, right of the rows
-        for n, dx, dy, ha, colour, text in ((gone, 0.03, 0.17, "left", DROPPED, f"{gone}"),
-                                            (fresh, 0.21, -0.2, "right", REDISPATCHED, f"+{fresh}")):
+        for n, dx, dy, ha, colour, text in ((gone, 0.03, 0.2, "left", DROPPED, f"{gone}"),
+                                            (fresh, 0.31, -0.28, "right", REDISPATCHED, f"+{fresh}")):
             if n:                                     # pink count at the margin's left, orange at its right
-                ax.text(ticks[-1] + size * dx, y[q] + dy, text, color=colour, fontsize=8, va="center", ha=ha,
+                ax.text(ticks[-1] + size * dx, y[q] + dy, text, color=colour, fontsize=10, va="center", ha=ha,
                         fontweight="bold")
-    ax.set_xlim(base, ticks[-1] + size * 0.22); ax.set_ylim(-0.7, len(y) - 0.3)    # room for the marks
+    ax.set_xlim(base, ticks[-1] + size * 0.32); ax.set_ylim(-0.7, len(y) - 0.3)    # room for the marks
     ax.set_yticks(list(y.values()), list(y), fontsize=8)
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks], fontsize=8)
     ax.set_xlabel("commit-log offset (bytes)", fontsize=8)
