@@ -170,7 +170,7 @@ def _be_int(data, at, width):
 
 # %% ../../book/10a_fast_records.ipynb #9c27f46c
 def _check_all(data, starts):
-    "Every check of `_walk` on every record at once: (ok mask, columns of RecordSpans but crc_ok)."
+    "The length checks of `_walk` on every record at once: (ok mask, columns of RecordSpans but crc_ok)."
     total = _be_int(data, starts + 0, 4)
     end = starts + total
     v2 = _be_int(data, starts + 4, 4) == MESSAGE_MAGIC_CODE_V2

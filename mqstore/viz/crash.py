@@ -113,34 +113,43 @@ def plot_kill_points(trials, ax=None):
     return ax
 
 # %% ../../book/08_crash_lab.ipynb #82ca18fe
+from mpl_toolkits.axes_grid1 import make_axes_locatable
+
 def plot_recovery_cost(trials, ax=None, extra=()):
-    "Recovery time against replay length; `extra` adds (label, replay bytes, seconds) points."
+    """Recovery time against replay length; the recoveries that replayed nothing stand side by side in a
+    strip on the left (`ax.strip`); `extra` adds (label, replay bytes, seconds) points."""
     ax = ax or plt.subplots(figsize=(8, 3.5))[1]
+    n0 = sum(t.replay_bytes == 0 for t in trials)                  # a column of about 10 points each:
+    ax.strip = strip = make_axes_locatable(ax).append_axes("left", size=f"{max(10, 2.2 * n0):.0f}%", pad=0.1, sharey=ax)
+    at0 = Counter()
     for mode, c in RECOVERY_COLORS.items():
-        pts = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in trials if t.recovery == mode]
-        if pts:                          # normal: large hollow triangles on top, seen through the others at 0
-            style = (dict(ms=11, mfc="none", mec=c, mew=2, zorder=4) if mode == "normal" else
-                     dict(ms=5, color=c, mec="black", mew=0.5, alpha=0.8, zorder=2) if mode == "abnormal" else
-                     dict(ms=7, color=c, mec="white", mew=1, zorder=5))      # new: drawn on top
-            ax.plot(*zip(*pts), RECOVERY_MARKERS[mode], ls="none", label=f"{mode} recovery ({len(pts)})", **style)
+        ts = [t for t in trials if t.recovery == mode]
+        if not ts:
+            continue
+        style = (dict(ms=7, mfc="none", mec=c, mew=1.6) if mode == "normal" else
+                 dict(ms=5, color=c, mec="black", mew=0.5, alpha=0.8) if mode == "abnormal" else
+                 dict(ms=6, color=c, mec="white", mew=1))
+        far = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in ts if t.replay_bytes > 0]
+        ax.plot([x for x, _ in far], [y for _, y in far], RECOVERY_MARKERS[mode], ls="none",
+                label=f"{mode} recovery ({len(ts)})", **style)
+        ms0 = sorted(t.recovery_s * 1000 for t in ts if t.replay_bytes == 0)
+        if ms0:                          # replay 0: one column each, side by side, none on top of another
+            first = sum(at0.values())
+            strip.plot(range(first, first + len(ms0)), ms0, RECOVERY_MARKERS[mode], ls="none", **style)
+            at0[mode] = len(ms0)
     for label, replay, secs in extra:
         ax.plot(replay / 1024, secs * 1000, "*", color="#D55E00", ms=13, label=label)
-    at0 = Counter(t.recovery for t in trials if t.replay_bytes == 0)
-    near0 = [(t.replay_bytes / 1024, t.recovery_s * 1000) for t in trials if t.recovery == "abnormal" and t.replay_bytes < 2048]
-    for k, (px, py) in enumerate(near0):  # abnormal recoveries among the triangles at 0: on top, arrows from one label
-        ax.annotate("" if k else f"{len(near0)} abnormal, < 2 KiB", (px, py), xytext=(0.1, 0.4),
-                    textcoords="axes fraction", fontsize=7,
-                    color=RECOVERY_COLORS["abnormal"], arrowprops=dict(arrowstyle="->", shrinkB=5,
-                    color=RECOVERY_COLORS["abnormal"]), zorder=7)
-        ax.plot(px, py, RECOVERY_MARKERS["abnormal"], color=RECOVERY_COLORS["abnormal"], mec="black", mew=1.2,
-                ms=8, zorder=7)
-    ax.set_xlabel("replayed (KiB of commit log); at 0: " + ", ".join(f"{n} {m}" for m, n in sorted(at0.items()))
-                  + (f"; under 2 KiB (arrows): {len(near0)} abnormal" if near0 else ""), fontsize=9)
-    ax.set_ylabel("recovery (ms)", fontsize=9)
-    ax.tick_params(labelsize=8)
+    strip.set_xlim(-0.8, max(n0, 1) - 0.2)
+    strip.set_xticks([])
+    strip.set_xlabel("replay 0:\n" + "\n".join(f"{n} {m}" for m, n in at0.items()), fontsize=8)
+    strip.set_ylabel("recovery (ms)", fontsize=9)
+    ax.tick_params(labelleft=False, labelsize=8)
+    strip.tick_params(labelsize=8)
+    ax.set_xlabel("replayed (KiB of commit log)", fontsize=9)
     ax.set_title("recovery time against replay length", fontsize=10)
     ax.legend(fontsize=8)
     return ax
+
 
 # %% ../../book/08_crash_lab.ipynb #ff35a316
 def plot_trials(trials, extra=()):
