@@ -110,7 +110,7 @@ def tree_hashes(root) -> dict:
     return out
 
 def tree_stamps(root) -> dict:
-    "Size, modification time and inode of every file under root: a write changes one, and nothing is read."
+    "Size, modification time and inode of every file under root (write(2) changes the time); no file is read."
     return {str(p.relative_to(root)): (st.st_size, st.st_mtime_ns, st.st_ino)
             for p in sorted(Path(root).rglob("*")) if p.is_file() and p.name != "lock" for st in [p.stat()]}
 

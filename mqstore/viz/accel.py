@@ -89,11 +89,11 @@ def draw_stage_times(times: dict, stages: list):
     for j, (side, color) in enumerate(SIDE_COLORS.items()):
         xs = [i + (j - 0.5) * 0.36 for i in range(len(stages))]
         data = [[1000 * t for t in times[side, s]] for s in stages]
-        ax.boxplot(data, positions=xs, widths=0.3, patch_artist=True, showfliers=False,
-                   boxprops=dict(facecolor=color, alpha=0.35), medianprops=dict(color="black", lw=1.5))
+        ax.boxplot(data, positions=xs, widths=0.32, showfliers=False, boxprops=dict(color=color),
+                   whiskerprops=dict(color=color), capprops=dict(color=color), medianprops=dict(color="black", lw=1.5))
         for x, d in zip(xs, data):
-            spread = [x - 0.12 + 0.24 * k / max(1, len(d) - 1) for k in range(len(d))]   # repetition k at its own x
-            ax.scatter(spread, d, s=12, color=color, edgecolor="white", linewidth=0.4, zorder=3,
+            spread = [x - 0.14 + 0.28 * k / max(1, len(d) - 1) for k in range(len(d))]   # repetition k at its own x
+            ax.scatter(spread, d, s=16, color=color, edgecolor="black", linewidth=0.5, zorder=3,
                        label=side if x == xs[0] else None)
     ax.set_yscale("log")
     lo, hi = min(1000 * min(v) for v in times.values()), max(1000 * max(v) for v in times.values())
@@ -102,7 +102,7 @@ def draw_stage_times(times: dict, stages: list):
     ax.yaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xticks(range(len(stages)), stages, fontsize=9)
     ax.set_ylabel("milliseconds (log scale)", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", markerscale=1.5)
     ax.set_title("Each stage, one dot per repetition, repetitions left to right in the order they ran", fontsize=10, loc="left")
     fig.tight_layout()
     return fig
