@@ -662,14 +662,17 @@ def scenario_torn_record(work) -> ScenarioResult:
     unit_before = unit_on_disk(root, SCENARIO_CONFIG, last)
     report = _check(root, acks, clock)
     cut_queue = unit_before and not unit_on_disk(root, SCENARIO_CONFIG, last)
-    ok = [a for a, _ in report.lost] == [last] and not report.torn and not report.problems and cut_queue
+    cut_log = report.log_end == last.offset                  # the recovered log ends where the torn record began
+    ok = [a for a, _ in report.lost] == [last] and not report.torn and not report.problems and cut_queue and cut_log
     return ScenarioResult("#467", "tear the last record",
                           "size > 0 counted as a message: the torn record kept, its queue unit served garbage",
-                          f"check says {r.status.name}; log {'and queue ' if cut_queue else ''}cut before it; "
+                          f"check says {r.status.name}; " + ("log and queue cut before it; " if cut_log and cut_queue else
+                          f"log cut {cut_log}, queue cut {cut_queue}; ") +
                           f"the other {len(acks) - len(report.lost)} served",
                           ok, report, {"status": r.status.name, "size_field": r.size, "acked_size": last.size,
                                                       "queue": f"{last.topic}-{last.queue_id}",
-                                                      "unit_before": unit_before, "unit_after": not cut_queue})
+                                                      "unit_before": unit_before, "unit_after": not cut_queue,
+                                                      "log_end": report.log_end})
 
 # %% ../book/08_crash_lab.ipynb #c4873f88
 from .message import record_layout

@@ -70,13 +70,16 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     ax[0].set_yscale("log")
     ax[0].set_ylim(rates.min() / 1e3 / 2, rates.max() / 1e3 * 8)
     _style(ax[0], "absolute rates, each round", "round", "thousand calls/s (log scale)")
-    ax[1].plot(rounds, ratio, "o-", color="#000000", label=f"{names[0]} / {names[1]}")
-    calm = ~np.isin(rounds, list(slow))                 # the median of the unshaded rounds
-    m = np.median(ratio[calm])
-    ax[1].axhline(m, color=KIND_COLORS["variant"], ls=":", lw=1.5,
+    calm = ~np.isin(rounds, list(slow))                 # the unshaded rounds: their median, and the axis's range
+    m, lo, hi = np.median(ratio[calm]), ratio[calm].min(), ratio[calm].max()
+    span = max(hi - lo, 0.05 * hi)
+    top = hi + span                                     # a round above it is drawn at it, its value written
+    ax[1].plot(rounds, np.minimum(ratio, top), "o-", color="#000000", label=f"{names[0]} / {names[1]}")
+    for r in np.flatnonzero(ratio > top):
+        ax[1].annotate(f"{ratio[r]:.1f}x, off the axis", (r, top), xytext=(4, -12), textcoords="offset points", fontsize=8)
+    ax[1].axhline(m, color=KIND_COLORS["variant"], ls=":", lw=2, zorder=3,
                   label=f"median ratio, unshaded rounds ({m:.1f}x)" if len(slow) else f"median ratio ({m:.1f}x)")
-    span = max(ratio.max() - ratio.min(), 0.05 * ratio.max())       # zoomed: room for the legend above
-    ax[1].set_ylim(ratio.min() - 0.5 * span, ratio.max() + 1.6 * span)
+    ax[1].set_ylim(min(lo, ratio.min()) - 0.5 * span, hi + 2.2 * span)    # zoomed: room for the legend above
     _style(ax[1], "the ratio, each round", "round", "ratio (x), axis not from 0")
     shade = Patch(color="#999999", alpha=0.4, label="profile hook on")
     for a in ax:

@@ -168,8 +168,11 @@ def _draw_segments(ax, sc, st, y, start):
     for off, sz, _ in sc.before["records"]:
         ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fill=False, ec="#555555", lw=0.6))
     for off, sz in st["walked"]:
-        ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fc=BLANK if (off, sz) in st["blanks"] else WALKED,
-                               ec="white", lw=0.3))
+        if (off, sz) in st["blanks"]:               # at least 2% of a segment wide, ending where the blank ends
+            w = max(sz, size * 0.02)
+            ax.add_patch(Rectangle((off + sz - w, row(off) - 0.3), w, 0.6, fc=BLANK, ec="#555555", lw=0.6))
+        else:
+            ax.add_patch(Rectangle((off, row(off) - 0.3), sz, 0.6, fc=WALKED, ec="white", lw=0.3))
     cut = st["cut"]
     for off, sz in st["bad"]:                      # once cut, a bad record is gone: the cut is drawn instead
         if cut is None or off < cut:
