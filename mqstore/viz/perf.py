@@ -195,7 +195,7 @@ import textwrap
 
 def draw_goals(goals, ax=None, title=""):
     """One bar per goal (dicts with name, ratios of the repetitions, target): the median ratio, the
-    repetitions as dots (filled: reached the target; in order, down the row, 0.15 apart) by a min-max line, the target as a mark on the row; log axis."""
+    repetitions as dots (filled: reached the target; in order, down the row, 0.18 apart) by a min-max line, the target as a mark on the row; log axis."""
     med = np.array([np.median(g["ratios"]) for g in goals])
     lo = med - np.array([min(g["ratios"]) for g in goals])
     hi = np.array([max(g["ratios"]) for g in goals]) - med
@@ -208,7 +208,7 @@ def draw_goals(goals, ax=None, title=""):
     ax.errorbar(med, y, xerr=[lo, hi], fmt="none", ecolor="#000000", capsize=0, lw=1, zorder=3)
     ax.vlines([g["target"] for g in goals], y - 0.42, y + 0.42, color=OKABE_ITO[5], lw=2.5, zorder=2)
     for k, g, j, r in ((k, g, j, r) for k, g in enumerate(goals) for j, r in enumerate(g["ratios"])):
-        ax.plot(r, k + 0.15 * (j - (len(g["ratios"]) - 1) / 2), "o", ms=5, mec="#000000", mew=1,   # dot j of row k
+        ax.plot(r, k + 0.18 * (j - (len(g["ratios"]) - 1) / 2), "o", ms=4, mec="#000000", mew=0.8,  # dot j of row k
                 mfc="#000000" if r >= g["target"] else "#FFFFFF", zorder=4)
     for k, (m, g) in enumerate(zip(med, goals)):
         n_met = sum(r >= g["target"] for r in g["ratios"])
