@@ -324,9 +324,9 @@ from socket import inet_pton, AF_INET, AF_INET6
 from ..message import Message
 from ..store import MessageStore, check_topic, _ints_ok
 from .records import _HEAD_STRUCTS, _props_piece
+from ..commit_log import PutMessageSpinLock
 
 _CL_PUT = CommitLog.put                 # the put the lean path stands for (a subclass's or a patch: not lean)
-
 _LEAN_TOPICS: dict = {}             # topic check_topic accepted -> (length-prefixed bytes, magic code)
 
 def _lean_topic(topic):
@@ -367,7 +367,8 @@ def _lean_parts(self, msg):
     rp, fs, cq = self.reput, log.flush_service, self.cq_flush
     if (self.closed or type(msg) is not Message or log.closed or log.read_only or cfg.enabled_append_prop_crc
             or rp is None or rp.error is not None or getattr(fs, "failure", None) is not None
-            or getattr(cq, "failure", None) is not None or type(log).put is not _CL_PUT or "put" in log.__dict__):
+            or getattr(cq, "failure", None) is not None or type(log).put is not _CL_PUT or "put" in log.__dict__
+            or type(log.put_lock) is not PutMessageSpinLock):
         return None
     topic, body, props = msg.topic, msg.body, msg.properties
     tp = _LEAN_TOPICS.get(topic) if type(topic) is str else None
@@ -406,23 +407,32 @@ def store_put(self, msg) -> PutResult:
         return MessageStore.put.reference(self, msg)
     st, (size, magic, crc, qid, flag, flags, born_ts, born, store, rt, pto, n), tail, key, size = parts
     log, cfg = self.commit_log, self.config
-    with log.put_lock:
+    lock = log.put_lock._lock
+    if not lock.acquire(False):                       # PutMessageSpinLock's __enter__, inlined
+        log.put_lock._spin()
+    try:
         ts = log.clock()
         mf, base = log._writable_file()
         rolled = size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position
         if rolled:
             seal_with_blank(mf)
             mf, base = log._writable_file()
-        offset = base + mf.wrote_position
-        table = log.topic_queue_table
+        pos, table = mf.wrote_position, log.topic_queue_table
         queue_offset = table.get(key, 0)
         table[key] = queue_offset + 1
-        mf.append(b"".join((st.pack(size, magic, crc, qid, flag, queue_offset, offset, flags, born_ts, born, ts,
-                                    store, rt, pto, n), *tail)))
+        rec = b"".join((st.pack(size, magic, crc, qid, flag, queue_offset, base + pos, flags, born_ts, born, ts,
+                                store, rt, pto, n), *tail))
+        if type(mf) is MappedFile and mf.writable and mf._mm is not None:   # MappedFile.append, inlined
+            mf._mm[pos:pos + size] = rec
+            mf.wrote_position = mf.committed_position = pos + size
+        else:
+            mf.append(rec)
         mf.store_timestamp = log.last_store_timestamp = ts
-    status = log._wait_flushed(offset + size) if cfg.sync_flush else "PUT_OK"
+    finally:
+        lock.release()
+    status = log._wait_flushed(base + pos + size) if cfg.sync_flush else "PUT_OK"
     self.reput.notify()
-    return _result(status, offset, size, queue_offset, ts, cfg.store_host, rolled)
+    return _result(status, base + pos, size, queue_offset, ts, cfg.store_host, rolled)
 
 REPLACES["mqstore.store.MessageStore.put"] = store_put
 
