@@ -333,6 +333,7 @@ def streamed_store(root, msgs, on: bool):
 @given(st.lists(messages.filter(lambda m: m.topic.isascii() and "/" not in m.topic), min_size=1, max_size=300))
 def test_mqstore_dispatch_ReputService_run_fast_equals_reference(msgs):
     "mqstore.dispatch.ReputService._run: the gathering loop leaves the same queues and index as chapter 5's loop."
+    assert accel.replacements()["mqstore.dispatch.ReputService._run"] is fast_dispatch.reput_run
     root = Path(tempfile.mkdtemp(prefix="mqstore-reput-"))
     try:
         assert streamed_store(root / "fast", msgs, True) == streamed_store(root / "reference", msgs, False)
