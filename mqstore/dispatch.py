@@ -152,6 +152,7 @@ class ReputService:
         if not self._wake.is_set():     # the thread clears it before its pass: no put is missed
             self._wake.set()
 
+    @accelerated
     def _run(self):
         while not self._stop.is_set():
             try:

@@ -10,6 +10,7 @@ __all__ = ['TOPIC_MAX_LENGTH', 'RETRY_OR_DLQ_TOPIC_MAX_LENGTH', 'RETRY_TOPIC_PRE
 # %% ../book/07_recovery.ipynb #1f709d3b
 import os, threading, time, warnings
 from pathlib import Path
+from .accel import accelerated
 from .checkpoint import (StoreCheckpoint, StoreLock, create_abort_file, remove_abort_file,
                                 last_exit_ok)
 from .commit_log import CommitLog
@@ -357,6 +358,7 @@ class MessageStore:
         if self.closed:
             raise StoreClosedError(f"the store at {self.root.name} is closed")
 
+    @accelerated
     def put(self, message):
         "Append a message (see CommitLog.put); dispatch follows on the reput thread."
         self._check_open()

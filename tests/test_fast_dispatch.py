@@ -172,7 +172,8 @@ def test_a_small_pass_goes_record_by_record_and_a_large_one_in_batches(tmp_path,
 def test_the_switch_finds_the_fast_version():
     "The REPLACES entry is what `@accelerated` calls, and the reference stays reachable."
     assert accel.replacements()["mqstore.dispatch.dispatch_range"] is fast_dispatch.dispatch_range_fast
-    assert fast_dispatch.REPLACES == {"mqstore.dispatch.dispatch_range": fast_dispatch.dispatch_range_fast}
+    assert fast_dispatch.REPLACES == {"mqstore.dispatch.dispatch_range": fast_dispatch.dispatch_range_fast,
+                                      "mqstore.dispatch.ReputService._run": fast_dispatch.reput_run}
     assert fast_index.REPLACES == {}
     assert dispatch_range.reference.__module__ == "mqstore.dispatch"
 
@@ -298,3 +299,94 @@ def test_one_dispatcher_alone_agrees(tmp_path, form):
     build_log(tmp_path / "log", msgs)
     ref, fast = both_ways(tmp_path / "log", tmp_path / "out", form=form)
     assert_same(ref, fast)
+
+
+# ---------------------------------------------------------------- the reput thread: mqstore.dispatch.ReputService._run
+
+import threading
+import time
+
+from mqstore.dispatch import ReputService
+from mqstore.store import MessageStore
+
+
+def tree(root: Path) -> dict:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def streamed_store(root, msgs, on: bool):
+    "`msgs` put by a producer thread while the reput thread follows (its loop fast or reference); the store's files."
+    with accel.fast_paths(on):
+        store = MessageStore.open(root / "store", StoreConfig.small(commit_log_file_size=1 << 20),
+                                  clock=lambda: T0)
+        try:
+            producer = threading.Thread(target=lambda: [store.put(m) for m in msgs])
+            producer.start()
+            producer.join()
+            assert store.wait_dispatched(60)
+        finally:
+            store.close()
+    return tree(root / "store")
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(messages.filter(lambda m: m.topic.isascii() and "/" not in m.topic), min_size=1, max_size=300))
+def test_mqstore_dispatch_ReputService_run_fast_equals_reference(msgs):
+    "mqstore.dispatch.ReputService._run: the gathering loop leaves the same queues and index as chapter 5's loop."
+    assert accel.replacements()["mqstore.dispatch.ReputService._run"] is fast_dispatch.reput_run
+    root = Path(tempfile.mkdtemp(prefix="mqstore-reput-"))
+    try:
+        assert streamed_store(root / "fast", msgs, True) == streamed_store(root / "reference", msgs, False)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_reput_run_gathers_passes_while_puts_stream_and_answers_an_idle_put_at_once(tmp_path, monkeypatch):
+    "Fewer, bigger passes than puts while a producer streams; a put into an idle store is dispatched within GATHER_S."
+    passes = []
+    real = ReputService.dispatch_until
+    def counted(self, offset=None):
+        before = self.reput_from_offset
+        end = real(self, offset)
+        if end != before:
+            passes.append(end - before)
+        return end
+    monkeypatch.setattr(ReputService, "dispatch_until", counted)
+    with accel.fast_paths(True):
+        store = MessageStore.open(tmp_path / "s", StoreConfig.small(commit_log_file_size=8 << 20))
+        try:
+            for i in range(3000):
+                store.put(Message("T", b"x" * 200, properties={"KEYS": f"k{i}"}))
+            assert store.wait_dispatched(60)
+            assert len(passes) < 3000 // 20, len(passes)          # passes of many records, not one per put
+            time.sleep(0.05)                                   # idle now
+            t = time.monotonic()
+            store.put(Message("T", b"late"))
+            while store.dispatch_behind_bytes() and time.monotonic() - t < 5:
+                time.sleep(0.0005)
+            assert time.monotonic() - t < 0.5 and store.dispatch_behind_bytes() == 0
+        finally:
+            store.close()
+
+
+def test_reput_run_keeps_the_error_and_stops_when_told(tmp_path):
+    "A dispatcher that raises: the thread keeps the exception and ends; stop() returns promptly while it gathers."
+    log = CommitLog(tmp_path / "log", StoreConfig.small()).load()
+    def boom(req):
+        raise RuntimeError("boom")
+    with accel.fast_paths(True):
+        r = ReputService(log, [boom]).start()
+        log.put(Message("T", b"x"))
+        r.notify()
+        deadline = time.monotonic() + 5
+        while r.error is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert isinstance(r.error, RuntimeError)
+        r.stop()
+        ok = ReputService(log, [lambda req: None]).start()
+        log.put(Message("T", b"y"))
+        ok.notify()
+        t = time.monotonic()
+        ok.stop()
+        assert time.monotonic() - t < 1 and ok.error is None
+    log.shutdown()

@@ -18,7 +18,8 @@ from mqstore.config import StoreConfig
 from mqstore.message import Message, StoredMessage, encode_record, encode_message, walk_records, encode_blank
 
 TESTED = {"mqstore.message.encode_record", "mqstore.message.encode_message", "mqstore.message.walk_records",
-          "mqstore.commit_log.CommitLog.put", "mqstore.commit_log.CommitLog.put_batch"}
+          "mqstore.commit_log.CommitLog.put", "mqstore.commit_log.CommitLog.put_batch",
+          "mqstore.store.MessageStore.put"}
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -289,3 +290,112 @@ def test_packed_host_takes_ipaddress_objects_and_scoped_v6():
     v4, v6 = ipaddress.ip_address("10.1.2.3"), ipaddress.ip_address("fe80::1%eth0")
     assert fast_records._packed_host.__wrapped__(v4, 7) == (v4.packed + struct.pack(">i", 7), False)
     assert fast_records._packed_host.__wrapped__("fe80::1%eth0", 7) == (v6.packed + struct.pack(">i", 7), True)
+
+
+# ---------------------------------------------------------------- the store's put: the same stores
+
+import sys
+import threading
+
+from mqstore.errors import MQStoreError
+from mqstore.store import MessageStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from mixes import MIXES                                       # noqa: E402
+
+odd_messages = st.sampled_from([
+    Message("A", b"x", born_host=("fe80::1%eth0", 1)), Message("bad topic", b"x"), Message("%RETRY%g", b"r"),
+    Message("A", b"x", born_host=("10.0.0.1", 70000)), Message("A", bytearray(b"y")), Message("A", b"x", queue_id=-1),
+    Message("A", b"x", properties={"K": 1}), Message("A", b"x", properties={"K": "a\x01b"}), Message("T" * 128, b""),
+    Message("A", b"x" * 5000), Message("A", b"p", sys_flag=4), Message("A", b"r", sys_flag=12), "not a message",
+    Message("A", b"x", born_host=["10.0.0.1", 5]), Message("A", b"x", born_host=("10.0.0.1", True))])
+
+
+def store_puts(root, msgs, on, sync=False, **cfg):
+    "Every message through MessageStore.put with the fast paths on or off: (outcomes, files of the closed store)."
+    from mqstore.config import FLUSH_SYNC
+    config = StoreConfig.small(**{"commit_log_file_size": 8192, **({"flush_disk_type": FLUSH_SYNC} if sync else {}), **cfg})
+    with accel.fast_paths(on):
+        store = MessageStore.open(root / "store", config, clock=lambda: 1_700_000_000_000)   # one name: error texts
+        try:
+            out = [outcome(store.put, m) for m in msgs]
+            assert store.wait_dispatched(60)
+        finally:
+            store.close()
+        out.append(outcome(store.put, msgs[0] if msgs else Message("A")))      # a closed store refuses it
+    return out, folder_bytes(root / "store")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(some_messages, odd_messages), max_size=40), st.booleans())
+def test_mqstore_store_MessageStore_put_same_results_and_same_stores(tmp_path_factory, msgs, sync):
+    "mqstore.store.MessageStore.put: good and bad messages one by one, both ways: same answers, same store files."
+    tmp = tmp_path_factory.mktemp("storeput")
+    assert store_puts(tmp / "fast", msgs, True, sync) == store_puts(tmp / "reference", msgs, False, sync)
+
+
+BIG = dict(commit_log_file_size=64 << 20, max_message_size=4 << 20)     # the large mix's bodies fit
+
+
+@pytest.mark.parametrize("mix", sorted(MIXES))
+def test_store_put_writes_the_reference_bytes_on_every_mix(tmp_path, mix):
+    "Each mix of benchmarks/mixes.py: commit log, consume queues and index the same, and the lean path taken."
+    msgs = MIXES[mix](6 if mix == "large" else 300, first=1_000_000)
+    taken, saved = [], fast_put._lean_parts
+    fast_put._lean_parts = lambda s, m: (lambda p: (taken.append(p is not None), p)[1])(saved(s, m))
+    try:
+        fast = store_puts(tmp_path / "fast", msgs, True, **BIG)
+    finally:
+        fast_put._lean_parts = saved
+    assert fast == store_puts(tmp_path / "reference", msgs, False, **BIG)
+    assert taken == [True] * len(msgs) + [False]              # the last: into the closed store
+    assert {k.split("/")[0] for k in fast[1]} >= {"commitlog", "consumequeue", "index"}
+
+
+def test_store_put_takes_the_reference_when_the_store_cannot_take_it(tmp_path):
+    "A dead service, a subclass of CommitLog, a patched put, a read-only store: the reference's answer."
+    msg = Message("A", b"x")
+    with accel.fast_paths(True):
+        store = MessageStore.open(tmp_path / "s", StoreConfig.small())
+        try:
+            store.reput.error = RuntimeError("boom")
+            assert outcome(store.put, msg)[1] is type(outcome(MessageStore.put.reference, store, msg)[1]) \
+                or outcome(store.put, msg) == outcome(MessageStore.put.reference, store, msg)
+            assert fast_put._lean_parts(store, msg) is None
+            store.reput.error = None
+            assert fast_put._lean_parts(store, msg) is not None
+            store.commit_log.put = lambda m: CommitLog.put(store.commit_log, m)
+            assert fast_put._lean_parts(store, msg) is None
+            del store.commit_log.put
+            store.put(msg)
+            assert store.wait_dispatched(10)
+        finally:
+            store.close()
+        assert outcome(store.put, msg)[1] is MQStoreError or outcome(store.put, msg)[0] == "raises"
+        ro = MessageStore.open(tmp_path / "s", StoreConfig.small(), read_only=True)
+        try:
+            assert fast_put._lean_parts(ro, msg) is None
+            assert outcome(ro.put, msg) == outcome(MessageStore.put.reference, ro, msg)
+        finally:
+            ro.close()
+
+
+def test_store_put_from_many_threads_keeps_the_queue_offsets_dense(tmp_path):
+    "Eight threads put through the lean path at once: every queue offset once, every record dispatched."
+    with accel.fast_paths(True):
+        store = MessageStore.open(tmp_path / "s", StoreConfig.small(commit_log_file_size=1 << 20))
+        try:
+            results = []
+            def producer(k):
+                results.extend(store.put(Message("T", bytes([k]) * 50, queue_id=k % 2)) for _ in range(200))
+            threads = [threading.Thread(target=producer, args=(k,)) for k in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert store.wait_dispatched(30)
+            for q in (0, 1):
+                got = sorted(r.queue_offset for r in results if store.commit_log.get(r.commit_log_offset).queue_id == q)
+                assert got == list(range(800))
+        finally:
+            store.close()

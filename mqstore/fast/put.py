@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['TOPIC_PIECES', 'HOST_PIECES', 'REPLACES', 'put', 'PieceTable', 'BatchColumns', 'batch_columns', 'stamp_records',
-           'put_batch']
+           'put_batch', 'store_put']
 
 # %% ../../book/10a_fast_records.ipynb #e77cd68e
 """Chapter 10.1: fast versions of chapter 4's CommitLog.put and CommitLog.put_batch."""
@@ -316,4 +316,123 @@ REPLACES = {
     "mqstore.commit_log.CommitLog.put": put,
     "mqstore.commit_log.CommitLog.put_batch": put_batch,
 }
+
+
+# %% ../../book/10a_fast_records.ipynb #65197a03
+import zlib
+from socket import inet_pton, AF_INET, AF_INET6
+from ..message import Message
+from ..store import MessageStore, check_topic, _ints_ok
+from .records import _HEAD_STRUCTS, _props_piece
+from ..commit_log import PutMessageSpinLock
+
+_CL_PUT = CommitLog.put                 # the put the lean path stands for (a subclass's or a patch: not lean)
+_LEAN_TOPICS: dict = {}             # topic check_topic accepted -> (length-prefixed bytes, magic code)
+
+def _lean_topic(topic):
+    "(piece, magic) of a plain str topic that `check_message` accepts, cached; None otherwise."
+    if type(topic) is not str:
+        return None
+    try:
+        check_topic(topic)
+        piece = _topic_piece(topic)
+    except (MessageError, ValueError, struct.error):
+        return None
+    if len(_LEAN_TOPICS) >= 4096:
+        _LEAN_TOPICS.clear()
+    _LEAN_TOPICS[topic] = piece
+    return piece
+
+def _lean_host(host):
+    "Address + port of a plain (str ip, int port) tuple that `check_host` accepts (as `_packed_host`); None otherwise."
+    if type(host) is not tuple or len(host) != 2:
+        return None
+    ip, port = host
+    if type(ip) is not str or type(port) is not int or not 0 <= port <= 65535 or "%" in ip:
+        return None
+    try:
+        return inet_pton(AF_INET, ip) + port.to_bytes(4, "big")
+    except (OSError, ValueError):
+        pass
+    try:
+        return inet_pton(AF_INET6, ip) + port.to_bytes(4, "big")
+    except (OSError, ValueError):
+        return None
+
+
+# %% ../../book/10a_fast_records.ipynb #9a70741b
+def _lean_parts(self, msg):
+    "(header struct, head fields, tail, key, size) for `store_put`, or None when the reference must decide."
+    log, cfg = self.commit_log, self.config
+    rp, fs, cq = self.reput, log.flush_service, self.cq_flush
+    if (self.closed or type(msg) is not Message or log.closed or log.read_only or cfg.enabled_append_prop_crc
+            or rp is None or rp.error is not None or getattr(fs, "failure", None) is not None
+            or getattr(cq, "failure", None) is not None or type(log).put is not _CL_PUT or "put" in log.__dict__
+            or type(log.put_lock) is not PutMessageSpinLock):
+        return None
+    topic, body, props = msg.topic, msg.body, msg.properties
+    tp = _LEAN_TOPICS.get(topic) if type(topic) is str else None
+    if tp is None and (tp := _lean_topic(topic)) is None:
+        return None
+    if (type(body) is not bytes or len(body) > cfg.max_message_size or not _ints_ok(msg) or type(props) is not dict
+            or msg.sys_flag & 4):                       # 4: a prepared or rollback record (no queue offset)
+        return None
+    for k, v in props.items():
+        if type(k) is not str or type(v) is not str:
+            return None
+    if cfg.enable_lmq and "INNER_MULTI_DISPATCH" in props:
+        return None
+    born, pp = _lean_host(msg.born_host), _props_piece(props)
+    if born is None or pp is None:
+        return None
+    try:
+        store, store_v6 = _packed_host(*cfg.store_host)
+    except (ValueError, TypeError, struct.error):
+        return None
+    n, nb = len(body), len(born)
+    size = 72 + nb + len(store) + n + len(tp[0]) + len(pp)
+    if size + END_FILE_MIN_BLANK_LENGTH > cfg.commit_log_file_size:
+        return None
+    flags = msg.sys_flag & ~0x30 | (0x10 if nb == 20 else 0) | (0x20 if store_v6 else 0)
+    head = (size, tp[1], zlib.crc32(body) & 0x7FFFFFFF if n else 0, msg.queue_id, msg.flag, flags,
+            msg.born_timestamp, born, store, msg.reconsume_times, msg.prepared_transaction_offset, n)
+    return _HEAD_STRUCTS[nb, len(store)], head, (body, tp[0], pp), f"{topic}-{msg.queue_id}", size
+
+
+# %% ../../book/10a_fast_records.ipynb #4ae44045
+def store_put(self, msg) -> PutResult:
+    "MessageStore.put in one function for a plain message (same checks, bytes and result); the reference otherwise."
+    parts = _lean_parts(self, msg)
+    if parts is None:
+        return MessageStore.put.reference(self, msg)
+    st, (size, magic, crc, qid, flag, flags, born_ts, born, store, rt, pto, n), tail, key, size = parts
+    log, cfg = self.commit_log, self.config
+    lock = log.put_lock._lock
+    if not lock.acquire(False):                       # PutMessageSpinLock's __enter__, inlined
+        log.put_lock._spin()
+    try:
+        ts = log.clock()
+        mf, base = log._writable_file()
+        rolled = size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position
+        if rolled:
+            seal_with_blank(mf)
+            mf, base = log._writable_file()
+        pos, table = mf.wrote_position, log.topic_queue_table
+        queue_offset = table.get(key, 0)
+        table[key] = queue_offset + 1
+        rec = b"".join((st.pack(size, magic, crc, qid, flag, queue_offset, base + pos, flags, born_ts, born, ts,
+                                store, rt, pto, n), *tail))
+        if type(mf) is MappedFile and mf.writable and mf._mm is not None:   # MappedFile.append, inlined
+            mf._mm[pos:pos + size] = rec
+            mf.wrote_position = mf.committed_position = pos + size
+        else:
+            mf.append(rec)
+        mf.store_timestamp = log.last_store_timestamp = ts
+    finally:
+        lock.release()
+    status = log._wait_flushed(base + pos + size) if cfg.sync_flush else "PUT_OK"
+    self.reput.notify()
+    return _result(status, base + pos, size, queue_offset, ts, cfg.store_host, rolled)
+
+REPLACES["mqstore.store.MessageStore.put"] = store_put
 
