@@ -876,8 +876,10 @@ def light_queue_folders(root) -> list:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and is_lmq(p.name)) if folder.is_dir() else []
 
 def light_queues_in_use(root, config) -> bool:
-    "The rule: the configuration enables LMQ or multi-dispatch, or the root holds a light queue's folder."
-    return bool(config.enable_lmq or config.enable_multi_dispatch or light_queue_folders(root))
+    "The rule: enableMultiDispatch when either switch is set (MultiDispatchUtils); else a light queue's folder."
+    if config.enable_lmq or config.enable_multi_dispatch:
+        return bool(config.enable_multi_dispatch)
+    return bool(light_queue_folders(root))
 
 def light_dispatcher(store):
     "The store's light-queue dispatcher, or None when light queues are not in use (chapter 7 calls this)."
@@ -1043,6 +1045,9 @@ def maintains_light_queues(root, config) -> str | None:
     if config.enable_multi_dispatch and not config.enable_lmq:
         return ("enableMultiDispatch without enableLmq files light units under the parent's queue id; "
                 "mqstore maintains only enableLmq's light queues (queue 0)")
+    if config.enable_lmq and not config.enable_multi_dispatch:
+        return ("enableLmq without enableMultiDispatch: RocketMQ writes no light units "
+                "(MultiDispatchUtils.isNeedHandleMultiDispatch); mqstore maintains light queues only with both on")
     in_use = light_queues_in_use(root, config)
     for offset, topic, sys_flag, props in multi_dispatch_records(root, config):
         pairs = multi_dispatch(topic, sys_flag, props)

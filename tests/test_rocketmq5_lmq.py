@@ -8,7 +8,7 @@ from mqstore.cli import main, infer_config, open_store, tree_hashes
 from mqstore.config import StoreConfig
 from mqstore.store import MessageStore
 from mqstore.modern import (light_claims, maintains_light_queues, java_hashmap_order, java_split,
-                            refuse_light_rebuild, PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+                            refuse_light_rebuild, light_queues_in_use, PROPERTY_INNER_MULTI_QUEUE_OFFSET)
 from mqstore.errors import LightQueueError
 
 QUEUE_FILES = ("%LMQ%room1/0", "%LMQ%room2/0", "LmqParent/0", "LmqParent/1")
@@ -158,6 +158,36 @@ def test_put_again_writes_rocketmqs_bytes(lmq, vectors5, tmp_path):
             s.put(m)
     assert (tmp_path / "again" / "commitlog" / SEG).read_bytes() == (vectors5 / "lmq" / "commitlog" / SEG).read_bytes()
     assert queue_bytes(tmp_path / "again") == queue_bytes(vectors5 / "lmq")
+
+
+def test_enable_lmq_without_multi_dispatch(lmq, vectors5, tmp_path, capsys):
+    """enableLmq=true, enableMultiDispatch=false: RocketMQ fills INNER_MULTI_QUEUE_OFFSET but its dispatcher
+    writes no light unit (MultiDispatchUtils.isNeedHandleMultiDispatch reads only enableMultiDispatch).
+    mqstore's put does the same, and a writing command refuses a root with light queues, changing nothing."""
+    with open_store(lmq) as s:
+        sent = [(m.store_timestamp, m.to_message(), m.store_host) for _, m in s.commit_log.messages(0)]
+    for _, m, _ in sent:
+        m.properties.pop(PROPERTY_INNER_MULTI_QUEUE_OFFSET, None)
+    cfg = infer_config(lmq).with_(enable_lmq=True, store_host=sent[0][2])
+    assert not light_queues_in_use(lmq, cfg)
+    assert light_queues_in_use(lmq, StoreConfig())                   # no configuration, a light folder: on
+    assert light_queues_in_use(lmq, cfg.with_(enable_multi_dispatch=True))
+    now = [0]
+    with MessageStore.open(tmp_path / "only", cfg, clock=lambda: now[0]) as s:
+        for ts, m, _ in sent:
+            now[0] = ts
+            s.put(m)
+    assert (tmp_path / "only" / "commitlog" / SEG).read_bytes() == (vectors5 / "lmq" / "commitlog" / SEG).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "only" / "consumequeue").iterdir()) == ["LmqParent"]
+    rocketmq = queue_bytes(vectors5 / "lmq")
+    assert queue_bytes(tmp_path / "only") == {q: rocketmq[q] for q in ("LmqParent/0", "LmqParent/1")}
+    assert maintains_light_queues(lmq, cfg).startswith("enableLmq without enableMultiDispatch")
+    conf = tmp_path / "broker.conf"
+    conf.write_text("enableLmq=true\nenableMultiDispatch=false\n")
+    before = tree_hashes(lmq)
+    assert main(["repair", str(lmq), "--yes", "--config", str(conf)]) != 0
+    assert "enableLmq without enableMultiDispatch" in capsys.readouterr().err
+    assert tree_hashes(lmq) == before
 
 
 def test_put_continues_the_light_queues(lmq):
