@@ -73,13 +73,15 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     calm = ~np.isin(rounds, list(slow))                 # the unshaded rounds: their median, and the axis's range
     m, lo, hi = np.median(ratio[calm]), ratio[calm].min(), ratio[calm].max()
     span = max(hi - lo, 0.05 * hi)
-    top = hi + span                                     # a round above it is drawn at it, its value written
-    ax[1].plot(rounds, np.minimum(ratio, top), "o-", color="#000000", label=f"{names[0]} / {names[1]}")
+    top = hi + 2.2 * span                               # the axis's top: a round above it is a triangle there
+    ax[1].plot(rounds, np.where(ratio > top, np.nan, ratio), "o-", color="#000000", label=f"{names[0]} / {names[1]}")
     for r in np.flatnonzero(ratio > top):
-        ax[1].annotate(f"{ratio[r]:.1f}x, off the axis", (r, top), xytext=(4, -12), textcoords="offset points", fontsize=8)
+        ax[1].plot([r], [top], "^", color="#000000", ms=8, clip_on=False)
+        ax[1].annotate(f"{ratio[r]:.1f}x, above the axis", (r, top), xytext=(7, -3), textcoords="offset points",
+                       fontsize=8, va="top", bbox=dict(fc="white", ec="none", pad=1))
     ax[1].axhline(m, color=KIND_COLORS["variant"], ls=":", lw=2, zorder=3,
                   label=f"median ratio, unshaded rounds ({m:.1f}x)" if len(slow) else f"median ratio ({m:.1f}x)")
-    ax[1].set_ylim(min(lo, ratio.min()) - 0.5 * span, hi + 2.2 * span)    # zoomed: room for the legend above
+    ax[1].set_ylim(min(lo, ratio.min()) - 0.5 * span, top)    # zoomed: room for the legend above the unshaded rounds
     _style(ax[1], "the ratio, each round", "round", "ratio (x), axis not from 0")
     shade = Patch(color="#999999", alpha=0.4, label="profile hook on")
     for a in ax:
