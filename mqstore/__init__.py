@@ -332,6 +332,7 @@ _API = {
     'BROKER_KEYS': 'modern',
     'crc_rows': 'modern',
     'segment_facts': 'modern',
+    'counted_facts': 'modern',
     'rows_facts': 'modern',
     'commit_log_folders': 'modern',
     'window_facts': 'modern',
