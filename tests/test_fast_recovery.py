@@ -310,3 +310,76 @@ def test_a_read_only_open_clips_the_same_way_both_ways(tmp_path):
             with MessageStore.open(tmp_path / "s", STORE_CFG, read_only=True) as ro:
                 seen.append((ro.recovered_offset, sorted((k, q.max_offset_in_queue) for k, q in ro.cq_store)))
     assert seen[0] == seen[1] and seen[0][0] > 0
+
+
+# --- chapter 14's recognition: one compiled pass per window (10.3's count_facts) == scan and searches ------
+
+from mqstore import modern
+from mqstore.structures import SYSTEM_TOPICS
+
+V5 = Path(__file__).resolve().parent.parent / "book" / "data" / "rocketmq5"
+
+
+def recognised_both_ways(root, window):
+    "record_structures with the fast paths off (scan_segment's numpy walk, rows_facts) and on (count_facts)."
+    ways = []
+    for on in (False, True):
+        with accel.fast_paths(on):
+            ways.append(modern.record_structures(root, window=window))
+    return ways
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in V5.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("window", [300, 4096, 16 << 20])
+def test_recognition_counts_what_the_scan_finds_on_the_5x_vectors(name, window):
+    ref, fast = recognised_both_ways(V5 / name, window)
+    assert ref == fast and fast[1]["records"] > 0
+
+
+def test_the_compiled_pass_runs_with_the_fast_paths_on(monkeypatch):
+    calls = []
+    real = modern.rows_facts
+    monkeypatch.setattr(modern, "rows_facts", lambda *a: calls.append(1) or real(*a))
+    with accel.fast_paths(True):
+        modern.record_structures(V5 / "lmq")
+    assert not calls
+    with accel.fast_paths(False):
+        modern.record_structures(V5 / "lmq")
+    assert calls
+
+
+props_keys = st.sampled_from(["TAGS", "KEYS", "INNER_MULTI_DISPATCH", "xINNER_MULTI_DISPATCH", "INNER_MULTI_DISPATC",
+                              "__CRC32#", "__CRC32", "UNIQ_KEY"])
+props_values = st.one_of(st.text("abc,%LMQ%12", max_size=12), st.from_regex(r"[0-9]{9,11}", fullmatch=True),
+                         st.just("INNER_MULTI_DISPATCH"))
+records = st.builds(
+    lambda topic, body, flags, props, crc: StoredMessage(
+        topic=topic, body=body, sys_flag=flags, store_timestamp=T0,
+        properties={**props, **({"__CRC32#": crc} if crc else {})}),
+    st.sampled_from(["T", "t" * 200, *SYSTEM_TOPICS, "SCHEDULE_TOPIC_XXXXY", "rmq_sys_wheel_time"]),
+    st.binary(max_size=200),
+    st.integers(0, 0x7FF).map(lambda f: f & ~0x30),                   # the host bits: encode_record's
+    st.dictionaries(props_keys, props_values, max_size=4),
+    st.one_of(st.none(), st.from_regex(r"[0-9]{10}", fullmatch=True), st.just("12345x7890")))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(records, min_size=1, max_size=60), st.data())
+def test_recognition_counts_what_the_scan_finds_on_random_records(tmp_path_factory, recs, data):
+    root = tmp_path_factory.mktemp("recognise")
+    raw, at = bytearray(), []
+    for r in recs:
+        r.commit_log_offset = len(raw)
+        at.append(len(raw))
+        raw += encode_record(r)
+    for _ in range(data.draw(st.integers(0, 2))):                     # damage: flipped bytes, a hole
+        p = data.draw(st.integers(0, len(raw) - 1))
+        if data.draw(st.booleans()):
+            raw[p] ^= 1 << data.draw(st.integers(0, 7))
+        else:
+            raw[p:p + 40] = bytes(len(raw[p:p + 40]))
+    (root / "commitlog").mkdir()
+    (root / "commitlog" / "00000000000000000000").write_bytes(bytes(raw) + bytes(data.draw(st.integers(0, 300))))
+    window = data.draw(st.sampled_from([128, 1000, 1 << 20]))
+    ref, fast = recognised_both_ways(root, window)
+    assert ref == fast
