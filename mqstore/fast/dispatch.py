@@ -530,34 +530,23 @@ def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_ba
                                                key_units, table, strings)
 
 # %% ../../book/10b_fast_dispatch.ipynb #ffb25eac
-from concurrent.futures import ThreadPoolExecutor
 def _dispatch_rows(buf, base: int, pos: int, limit: int, bulk) -> tuple:
     """Scan and decode buf[pos:limit] a chunk of rows at a time; hand each chunk's clean prefix to every
-    bulk dispatcher: (stop, rows). While a chunk is handed over, a thread scans the next (the kernel
-    releases the GIL); the hand-overs stay in order, on this thread."""
-    scan = lambda at: scan_decode_segment(buf, at, end=limit, one_chunk=True)
-    got, count, pool = scan(pos), 0, None
-    try:
-        while True:
-            headers, stop, status, batch = got
-            more = status is RecordStatus.OK and pos < stop < limit        # the chunk was full
-            moved = np.flatnonzero(headers["commit_log_offset"] != base + headers["offset"])
-            if len(moved):               # a foreign record: the rows before it, then one step
-                stop, more = int(headers["offset"][moved[0]]), False
-                headers, _, _, batch = scan_decode_segment(buf, pos, end=stop)
-            if more:
-                pool = pool or ThreadPoolExecutor(1, thread_name_prefix="mqstore-scan")
-                ahead = pool.submit(scan, stop)
-            if len(headers):
-                for b in bulk:
-                    b(batch)
-            count += len(headers)
-            if not more:
-                return stop, count       # a record the scan stopped at, or the end
-            pos, got = stop, ahead.result()
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)     # no scan outlives the view of buf
+    bulk dispatcher: (stop, rows)."""
+    count = 0
+    while True:
+        headers, stop, status, batch = scan_decode_segment(buf, pos, end=limit, one_chunk=True)
+        moved = np.flatnonzero(headers["commit_log_offset"] != base + headers["offset"])
+        if len(moved):                   # a foreign record: the rows before it, then one step
+            stop, status = int(headers["offset"][moved[0]]), None
+            headers, _, _, batch = scan_decode_segment(buf, pos, end=stop)
+        if len(headers):
+            for b in bulk:
+                b(batch)
+        count += len(headers)
+        if status is not RecordStatus.OK or not pos < stop < limit:
+            return stop, count           # a record the scan stopped at, or the end
+        pos = stop                       # the chunk was full: the next one
 
 def _odd_record(buf, base: int, pos: int, dispatchers) -> tuple:
     "The per-record step for the record at pos (dispatched if it is a message): (step, size)."
