@@ -233,6 +233,7 @@ _API = {
     'is_stray_file': 'mapped_file_queue',
     'segment_start': 'mapped_file_queue',
     'scan_segment_folder': 'mapped_file_queue',
+    'tail_data_end': 'mapped_file_queue',
     'zero_tail': 'mapped_file_queue',
     'warm_pages': 'mapped_file_queue',
     'AllocateService': 'mapped_file_queue',

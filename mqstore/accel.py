@@ -21,6 +21,7 @@ FAST_MODULES = {            # reference module -> the module of chapter 10 that 
     "mqstore.dispatch": "mqstore.fast.dispatch",
     "mqstore.index": "mqstore.fast.index",
     "mqstore.recovery": "mqstore.fast.recovery",
+    "mqstore.mapped_file_queue": "mqstore.fast.recovery",
 }
 
 # %% ../book/10_making_it_fast.ipynb #614b07b0

@@ -162,7 +162,7 @@ def test_fast_recoveries_leave_the_same_store(msgs, data):
 def test_every_replacement_is_tested_here():
     "The REPLACES keys of mqstore.fast.recovery, each compared above."
     assert set(REPLACES) == {"mqstore.recovery.walk_segments", "mqstore.recovery.recover_abnormally",
-                             "mqstore.recovery.units_below"}
+                             "mqstore.recovery.units_below", "mqstore.mapped_file_queue.tail_data_end"}
     assert REPLACES["mqstore.recovery.walk_segments"] is walk_segments_fast
     assert REPLACES["mqstore.recovery.recover_abnormally"] is recover_abnormally_fast
     from mqstore.fast.recovery import units_below_fast
@@ -383,3 +383,62 @@ def test_recognition_counts_what_the_scan_finds_on_random_records(tmp_path_facto
     window = data.draw(st.sampled_from([128, 1000, 1 << 20]))
     ref, fast = recognised_both_ways(root, window)
     assert ref == fast
+
+
+# --- the empty tail: holes skipped (10.3's tail_data_end_fast) -------------------------------------------------
+
+from mqstore.mapped_file import MappedFile
+from mqstore.mapped_file_queue import tail_data_end, zero_tail
+from mqstore.fast.recovery import tail_data_end_fast, trailing_hole
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_mqstore_mapped_file_queue_tail_data_end_fast_equals_reference(tmp_path_factory, data):
+    "Sparse files with data written through the map (flushed or not) and with write(2): the same end, the same zeroing."
+    size = 4096 * data.draw(st.integers(1, 64))
+    folder = tmp_path_factory.mktemp("tail")
+    mf = MappedFile.create(folder / "00000000000000000000", from_offset=0, file_size=size)
+    try:
+        for _ in range(data.draw(st.integers(0, 4))):
+            at = data.draw(st.integers(0, size - 1))
+            piece = data.draw(st.binary(min_size=1, max_size=600))[:size - at]
+            how = data.draw(st.sampled_from(["map", "map+force", "write"]))
+            if how == "write":                       # beside the map, as another process would
+                with open(mf.path, "r+b") as f:
+                    f.seek(at)
+                    f.write(piece)
+            else:
+                mf._mm[at:at + len(piece)] = piece
+                if how == "map+force":
+                    mf.force()
+        pos = data.draw(st.integers(0, size))
+        chunk = data.draw(st.sampled_from([512, 4096, 3 * 4096, 4 << 20]))
+        want = tail_data_end.reference(mf, pos, chunk)
+        assert tail_data_end_fast(mf, pos, chunk) == want
+        assert not any(bytes(mf._mm[trailing_hole(mf.path, pos, size):]))     # a hole reads as zeros
+        with accel.fast_paths(True):
+            assert tail_data_end(mf, pos, chunk) == want
+            zero_tail(mf, pos, chunk)
+        assert not any(bytes(mf._mm[pos:])) and tail_data_end.reference(mf, pos, chunk) == pos
+    finally:
+        mf.destroy()
+
+
+def test_a_sparse_tail_is_not_read(tmp_path, monkeypatch):
+    "Only the chunks before the trailing hole are viewed; the reference views every chunk of the tail."
+    size = 64 * 4096
+    mf = MappedFile.create(tmp_path / "00000000000000000000", from_offset=0, file_size=size)
+    try:
+        mf._mm[100:200] = b"x" * 100
+        mf.force()
+        if trailing_hole(mf.path, 0, size) >= size:
+            pytest.skip("this filesystem does not report holes")
+        views = []
+        real = mf.view
+        monkeypatch.setattr(mf, "view", lambda a, b: views.append((a, b)) or real(a, b))
+        assert tail_data_end_fast(mf, 150, 4096) == tail_data_end.reference(mf, 150, 4096) == 4096
+        fast, ref = views[:1], views[1:]
+        assert fast == [(150, 4096)] and len(ref) == 64
+    finally:
+        mf.destroy()

@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['WINDOW_BYTES', 'SPLIT_BYTES', 'UNIT_CHUNK', 'REPLACES', 'drop_pages', 'walk_segments_fast', 'recover_abnormally_fast',
-           'units_below_fast', 'count_window_facts']
+           'units_below_fast', 'count_window_facts', 'trailing_hole', 'tail_data_end_fast']
 
 # %% ../../book/10c_fast_recovery.ipynb #4d2eaf24
 import mmap as _mmap
@@ -211,10 +211,50 @@ def count_window_facts(buf, start: int, end: int, needle: bytes, topics: list):
             stop, _walk(buf, stop, n)[0])
 
 
+# %% ../../book/10c_fast_recovery.ipynb #5eca57db
+import errno, os
+from ..mapped_file_queue import tail_data_end
+
+def trailing_hole(path, pos: int, size: int, extents: int = 64) -> int:
+    "Where the hole that [pos, size) of the file ends with begins (SEEK_DATA, SEEK_HOLE); size if unknown."
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return size
+    try:
+        at = pos
+        for _ in range(extents):                     # the data extents from pos: [data, hole)
+            try:
+                data = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as e:                     # ENXIO: no data from `at` on
+                return min(at, size) if e.errno == errno.ENXIO else size
+            at = os.lseek(fd, data, os.SEEK_HOLE)
+            if at >= size:
+                return size
+        return size                                  # too many extents to follow: read them all
+    finally:
+        os.close(fd)
+
+
+# %% ../../book/10c_fast_recovery.ipynb #c38e2c18
+def tail_data_end_fast(mf, pos: int, chunk: int = 4 << 20) -> int:
+    "`tail_data_end` without reading the chunks that lie wholly in the file's trailing hole."
+    hole, end = trailing_hole(mf.path, pos, mf.file_size), mf.file_size
+    while end > pos:
+        start = max(pos, end - chunk)
+        if start < hole:                             # not wholly in the hole: read, as the reference
+            with mf.view(start, end) as part:
+                if np.frombuffer(part, np.uint8).any():
+                    break
+        end = start
+    return end
+
+
 # %% ../../book/10c_fast_recovery.ipynb #36a6565b
 REPLACES = {
     "mqstore.recovery.walk_segments": walk_segments_fast,
     "mqstore.recovery.recover_abnormally": recover_abnormally_fast,
     "mqstore.recovery.units_below": units_below_fast,
+    "mqstore.mapped_file_queue.tail_data_end": tail_data_end_fast,
 }
 
