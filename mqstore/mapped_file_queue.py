@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['OFFSET_LIMIT', 'SEGMENT_NAME', 'MADV_POPULATE_WRITE', 'MappedFileQueue', 'segment_index',
-           'last_unit_offset', 'is_stray_file', 'segment_start', 'scan_segment_folder', 'zero_tail',
-           'warm_pages', 'AllocateService']
+           'last_unit_offset', 'is_stray_file', 'segment_start', 'scan_segment_folder', 'tail_data_end',
+           'zero_tail', 'warm_pages', 'AllocateService']
 
 # %% ../book/02_mapped_file_queue.ipynb #bd1996ef
 import os, re, time, warnings
@@ -231,9 +231,11 @@ def scan_segment_folder(folder, file_size: int):
     return [p for _, p in entries], empty_tail
 
 # %% ../book/02_mapped_file_queue.ipynb #f5db04e5
-def zero_tail(mf: MappedFile, pos: int, chunk: int = 4 << 20) -> None:
-    """Zero [pos, end of file) of a mapped file and force it to disk. Only the part up to the last
-    chunk that holds a byte other than zero is written: a tail of zeros is read, not written."""
+from .accel import accelerated
+
+@accelerated
+def tail_data_end(mf: MappedFile, pos: int, chunk: int = 4 << 20) -> int:
+    "The end of the last `chunk` of [pos, end of file), counted from the end, that holds a byte other than zero; pos if none."
     import numpy as np
     end = mf.file_size
     while end > pos:                                 # from the end: where does the last data sit?
@@ -242,6 +244,12 @@ def zero_tail(mf: MappedFile, pos: int, chunk: int = 4 << 20) -> None:
             if np.frombuffer(part, np.uint8).any():
                 break
         end = start
+    return end
+
+def zero_tail(mf: MappedFile, pos: int, chunk: int = 4 << 20) -> None:
+    """Zero [pos, end of file) of a mapped file and force it to disk. Only the part up to the last
+    chunk that holds a byte other than zero is written: a tail of zeros is read, not written."""
+    end = tail_data_end(mf, pos, chunk)
     if end > pos:
         mf.write_at(pos, bytes(end - pos))
     if mf.file_size > pos:

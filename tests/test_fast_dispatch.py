@@ -390,3 +390,20 @@ def test_reput_run_keeps_the_error_and_stops_when_told(tmp_path):
         ok.stop()
         assert time.monotonic() - t < 1 and ok.error is None
     log.shutdown()
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64])
+def test_small_chunks_of_rows_dispatch_what_the_reference_dispatches(tmp_path, monkeypatch, rows):
+    "The pass hands a segment over a chunk of rows at a time (issue 30): chunk edges change no byte."
+    from mqstore.fast import records as fast_records
+    calls = []
+    monkeypatch.setattr(fast_records, "_chunk_rows", lambda n, pos: rows)
+    real = fast_dispatch.scan_decode_segment
+    monkeypatch.setattr(fast_dispatch, "scan_decode_segment", lambda *a, **k: calls.append(1) or real(*a, **k))
+    msgs = [Message(f"T{i % 5}", bytes(i % 70), queue_id=i % 3, sys_flag=[0, 0, 0, 4, 8, 12][i % 6],
+                    properties={"TAGS": "Aa" if i % 2 else "BB", "KEYS": f"k{i} o{i // 4}", "UNIQ_KEY": f"U{i}"})
+            for i in range(600)]
+    build_log(tmp_path / "log", msgs)
+    ref, fast = both_ways(tmp_path / "log", tmp_path / "out", [(0, 20_000), (20_000, None), (0, None)])
+    assert_same(ref, fast)
+    assert len(calls) > 600 // rows                         # many chunks, each its own batch

@@ -162,7 +162,7 @@ def test_fast_recoveries_leave_the_same_store(msgs, data):
 def test_every_replacement_is_tested_here():
     "The REPLACES keys of mqstore.fast.recovery, each compared above."
     assert set(REPLACES) == {"mqstore.recovery.walk_segments", "mqstore.recovery.recover_abnormally",
-                             "mqstore.recovery.units_below"}
+                             "mqstore.recovery.units_below", "mqstore.mapped_file_queue.tail_data_end"}
     assert REPLACES["mqstore.recovery.walk_segments"] is walk_segments_fast
     assert REPLACES["mqstore.recovery.recover_abnormally"] is recover_abnormally_fast
     from mqstore.fast.recovery import units_below_fast
@@ -310,3 +310,135 @@ def test_a_read_only_open_clips_the_same_way_both_ways(tmp_path):
             with MessageStore.open(tmp_path / "s", STORE_CFG, read_only=True) as ro:
                 seen.append((ro.recovered_offset, sorted((k, q.max_offset_in_queue) for k, q in ro.cq_store)))
     assert seen[0] == seen[1] and seen[0][0] > 0
+
+
+# --- chapter 14's recognition: one compiled pass per window (10.3's count_facts) == scan and searches ------
+
+from mqstore import modern
+from mqstore.structures import SYSTEM_TOPICS
+
+V5 = Path(__file__).resolve().parent.parent / "book" / "data" / "rocketmq5"
+
+
+def recognised_both_ways(root, window):
+    "record_structures with the fast paths off (scan_segment's numpy walk, rows_facts) and on (count_facts)."
+    ways = []
+    for on in (False, True):
+        with accel.fast_paths(on):
+            ways.append(modern.record_structures(root, window=window))
+    return ways
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in V5.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("window", [300, 4096, 16 << 20])
+def test_recognition_counts_what_the_scan_finds_on_the_5x_vectors(name, window):
+    ref, fast = recognised_both_ways(V5 / name, window)
+    assert ref == fast and fast[1]["records"] > 0
+
+
+def test_the_compiled_pass_runs_with_the_fast_paths_on(monkeypatch):
+    calls = []
+    real = modern.rows_facts
+    monkeypatch.setattr(modern, "rows_facts", lambda *a: calls.append(1) or real(*a))
+    with accel.fast_paths(True):
+        modern.record_structures(V5 / "lmq")
+    assert not calls
+    with accel.fast_paths(False):
+        modern.record_structures(V5 / "lmq")
+    assert calls
+
+
+props_keys = st.sampled_from(["TAGS", "KEYS", "INNER_MULTI_DISPATCH", "xINNER_MULTI_DISPATCH", "INNER_MULTI_DISPATC",
+                              "__CRC32#", "__CRC32", "UNIQ_KEY"])
+props_values = st.one_of(st.text("abc,%LMQ%12", max_size=12), st.from_regex(r"[0-9]{9,11}", fullmatch=True),
+                         st.just("INNER_MULTI_DISPATCH"))
+records = st.builds(
+    lambda topic, body, flags, props, crc: StoredMessage(
+        topic=topic, body=body, sys_flag=flags, store_timestamp=T0,
+        properties={**props, **({"__CRC32#": crc} if crc else {})}),
+    st.sampled_from(["T", "t" * 200, *SYSTEM_TOPICS, "SCHEDULE_TOPIC_XXXXY", "rmq_sys_wheel_time"]),
+    st.binary(max_size=200),
+    st.integers(0, 0x7FF).map(lambda f: f & ~0x30),                   # the host bits: encode_record's
+    st.dictionaries(props_keys, props_values, max_size=4),
+    st.one_of(st.none(), st.from_regex(r"[0-9]{10}", fullmatch=True), st.just("12345x7890")))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(records, min_size=1, max_size=60), st.data())
+def test_recognition_counts_what_the_scan_finds_on_random_records(tmp_path_factory, recs, data):
+    root = tmp_path_factory.mktemp("recognise")
+    raw, at = bytearray(), []
+    for r in recs:
+        r.commit_log_offset = len(raw)
+        at.append(len(raw))
+        raw += encode_record(r)
+    for _ in range(data.draw(st.integers(0, 2))):                     # damage: flipped bytes, a hole
+        p = data.draw(st.integers(0, len(raw) - 1))
+        if data.draw(st.booleans()):
+            raw[p] ^= 1 << data.draw(st.integers(0, 7))
+        else:
+            raw[p:p + 40] = bytes(len(raw[p:p + 40]))
+    (root / "commitlog").mkdir()
+    (root / "commitlog" / "00000000000000000000").write_bytes(bytes(raw) + bytes(data.draw(st.integers(0, 300))))
+    window = data.draw(st.sampled_from([128, 1000, 1 << 20]))
+    ref, fast = recognised_both_ways(root, window)
+    assert ref == fast
+
+
+# --- the empty tail: holes skipped (10.3's tail_data_end_fast) -------------------------------------------------
+
+from mqstore.mapped_file import MappedFile
+from mqstore.mapped_file_queue import tail_data_end, zero_tail
+from mqstore.fast.recovery import tail_data_end_fast, trailing_hole
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_mqstore_mapped_file_queue_tail_data_end_fast_equals_reference(tmp_path_factory, data):
+    "Sparse files with data written through the map (flushed or not) and with write(2): the same end, the same zeroing."
+    size = 4096 * data.draw(st.integers(1, 64))
+    folder = tmp_path_factory.mktemp("tail")
+    mf = MappedFile.create(folder / "00000000000000000000", from_offset=0, file_size=size)
+    try:
+        for _ in range(data.draw(st.integers(0, 4))):
+            at = data.draw(st.integers(0, size - 1))
+            piece = data.draw(st.binary(min_size=1, max_size=600))[:size - at]
+            how = data.draw(st.sampled_from(["map", "map+force", "write"]))
+            if how == "write":                       # beside the map, as another process would
+                with open(mf.path, "r+b") as f:
+                    f.seek(at)
+                    f.write(piece)
+            else:
+                mf._mm[at:at + len(piece)] = piece
+                if how == "map+force":
+                    mf.force()
+        pos = data.draw(st.integers(0, size))
+        chunk = data.draw(st.sampled_from([512, 4096, 3 * 4096, 4 << 20]))
+        want = tail_data_end.reference(mf, pos, chunk)
+        assert tail_data_end_fast(mf, pos, chunk) == want
+        assert not any(bytes(mf._mm[trailing_hole(mf.path, pos, size):]))     # a hole reads as zeros
+        with accel.fast_paths(True):
+            assert tail_data_end(mf, pos, chunk) == want
+            zero_tail(mf, pos, chunk)
+        assert not any(bytes(mf._mm[pos:])) and tail_data_end.reference(mf, pos, chunk) == pos
+    finally:
+        mf.destroy()
+
+
+def test_a_sparse_tail_is_not_read(tmp_path, monkeypatch):
+    "Only the chunks before the trailing hole are viewed; the reference views every chunk of the tail."
+    size = 64 * 4096
+    mf = MappedFile.create(tmp_path / "00000000000000000000", from_offset=0, file_size=size)
+    try:
+        mf._mm[100:200] = b"x" * 100
+        mf.force()
+        if trailing_hole(mf.path, 0, size) >= size:
+            pytest.skip("this filesystem does not report holes")
+        views = []
+        real = mf.view
+        monkeypatch.setattr(mf, "view", lambda a, b: views.append((a, b)) or real(a, b))
+        assert tail_data_end_fast(mf, 150, 4096) == tail_data_end.reference(mf, 150, 4096) == 4096
+        fast, ref = views[:1], views[1:]
+        assert fast == [(150, 4096)] and len(ref) == 64
+    finally:
+        mf.destroy()

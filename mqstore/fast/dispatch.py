@@ -481,13 +481,14 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     return written
 
 # %% ../../book/10b_fast_dispatch.ipynb #2b26426f
-def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc):
-    "The fused kernel, chunk by chunk: (headers, where, why, decode columns, table), or None (too many topics)."
+def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chunk=False):
+    """The fused kernel, chunk by chunk (only the first with `one_chunk`): (headers, where, why, decode columns,
+    table), or None (too many topics)."""
     from mqstore.fast.records import SCAN_DTYPE, _chunk_rows, _rows_from_columns
     data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(1, np.uint8)
     table, parts, pos, why = _topic_table(), [], start, 3
     try:
-        while why == 3:
+        while why == 3 and not (one_chunk and parts):
             cap = _chunk_rows(n, pos)
             out, c, spans = np.zeros(cap, SCAN_DTYPE), np.empty((14, cap), np.int64), np.empty((7, cap), np.int64)
             cols = _decode_columns(cap, 3 * cap + (1 << 15))
@@ -510,15 +511,16 @@ def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc):
 
 # %% ../../book/10b_fast_dispatch.ipynb #fdaa0790
 def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: bool = True,
-                        end=None, strings: bool = False):
+                        end=None, strings: bool = False, one_chunk: bool = False):
     """`scan_segment` and `decode_segment_batch` at once: (headers, end_pos, stop_status, batch).
-    Compiled, one pass over the records; without the kernels, the two calls."""
+    Compiled, one pass over the records; without the kernels, the two calls. With `one_chunk`, the compiled
+    pass may stop early at a whole record (its status OK): the rows it had room for."""
     from mqstore.message import _walk
     from mqstore.fast.records import compiled_kernels, scan_segment
     n = len(buf) if end is None else min(end, len(buf))
     K = compiled_kernels()
     got = None if K is None else (_walk(buf, start, n) if start < 0 else
-                                  _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc))
+                                  _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chunk))
     if got is None:
         headers, pos, status = scan_segment(buf, start, check_crc, stop_on_bad_crc, end)
         return headers, pos, status, decode_segment_batch(buf, headers, strings)
@@ -529,16 +531,22 @@ def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_ba
 
 # %% ../../book/10b_fast_dispatch.ipynb #ffb25eac
 def _dispatch_rows(buf, base: int, pos: int, limit: int, bulk) -> tuple:
-    "Scan and decode buf[pos:limit]; hand its clean prefix to every bulk dispatcher: (stop, rows)."
-    headers, stop, _, batch = scan_decode_segment(buf, pos, end=limit)
-    moved = np.flatnonzero(headers["commit_log_offset"] != base + headers["offset"])
-    if len(moved):                       # a foreign record: the rows before it, then one step
-        stop = int(headers["offset"][moved[0]])
-        headers, _, _, batch = scan_decode_segment(buf, pos, end=stop)
-    if len(headers):
-        for b in bulk:
-            b(batch)
-    return stop, len(headers)
+    """Scan and decode buf[pos:limit] a chunk of rows at a time; hand each chunk's clean prefix to every
+    bulk dispatcher: (stop, rows)."""
+    count = 0
+    while True:
+        headers, stop, status, batch = scan_decode_segment(buf, pos, end=limit, one_chunk=True)
+        moved = np.flatnonzero(headers["commit_log_offset"] != base + headers["offset"])
+        if len(moved):                   # a foreign record: the rows before it, then one step
+            stop, status = int(headers["offset"][moved[0]]), None
+            headers, _, _, batch = scan_decode_segment(buf, pos, end=stop)
+        if len(headers):
+            for b in bulk:
+                b(batch)
+        count += len(headers)
+        if status is not RecordStatus.OK or not pos < stop < limit:
+            return stop, count           # a record the scan stopped at, or the end
+        pos = stop                       # the chunk was full: the next one
 
 def _odd_record(buf, base: int, pos: int, dispatchers) -> tuple:
     "The per-record step for the record at pos (dispatched if it is a message): (step, size)."
