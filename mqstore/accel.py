@@ -21,6 +21,7 @@ FAST_MODULES = {            # reference module -> the module of chapter 10 that 
     "mqstore.dispatch": "mqstore.fast.dispatch",
     "mqstore.index": "mqstore.fast.index",
     "mqstore.recovery": "mqstore.fast.recovery",
+    "mqstore.store": "mqstore.fast.put",
     "mqstore.mapped_file_queue": "mqstore.fast.recovery",
 }
 
@@ -85,7 +86,7 @@ def replacements() -> dict:
 
 # %% ../book/10_making_it_fast.ipynb #3d6fe682
 def warm() -> float:
-    "Compile (or load from numba's cache) the kernels a store's fast paths use; the seconds it took."
+    "Compile (or load from numba's cache) the kernels a store's puts, dispatch and recovery call; the seconds it took."
     import tempfile, time
     import numpy as np
     from mqstore.fast.records import compiled_kernels
