@@ -407,8 +407,10 @@ def window_claims(w: LogWindow):
     h, b = w.headers, w.batch
     tx = h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE
     rows = np.flatnonzero((tx == TRANSACTION_NOT_TYPE) | (tx == TRANSACTION_COMMIT_TYPE))
-    qid = h["queue_id"][rows].astype(np.int64)
-    order = rows[np.lexsort((rows, qid, b.topic_ids[rows]))]
+    qid, tid = h["queue_id"][rows].astype(np.int64), b.topic_ids[rows].astype(np.int64)
+    lo, span = (int(qid.min()), int(qid.max() - qid.min()) + 1) if len(rows) else (0, 1)
+    group = tid * span + (qid - lo)                      # (topic, queue id) in their order, as one number
+    order = rows[np.argsort(group.astype(np.uint16) if len(rows) and group.max() < 1 << 16 else group, kind="stable")]
     key = (b.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
     for g in np.split(order, np.flatnonzero(np.diff(key)) + 1) if len(order) else ():
         yield ((b.topics[int(b.topic_ids[g[0]])], int(h["queue_id"][g[0]])),

@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['WINDOW_BYTES', 'SPLIT_BYTES', 'UNIT_CHUNK', 'REPLACES', 'drop_pages', 'walk_segments_fast', 'recover_abnormally_fast',
-           'units_below_fast']
+           'units_below_fast', 'rows_holding']
 
 # %% ../../book/10c_fast_recovery.ipynb #4d2eaf24
 import mmap as _mmap
@@ -172,6 +172,22 @@ def units_below_fast(raw, phy_end: int) -> int:
         return len(units)
     finally:
         del units
+
+
+# %% ../../book/10c_fast_recovery.ipynb #115e9ebc
+def rows_holding(buf, rows, needle: bytes, field: str = "props"):
+    """Indices of the scanned `rows` whose `field` span (props or topic) holds `needle`, only the spans
+    read; None without the compiled kernels (the caller searches another way)."""
+    K = compiled_kernels()
+    if K is None or not needle:
+        return None
+    out = np.zeros(len(rows), np.bool_)
+    if len(rows):
+        data = np.frombuffer(buf, np.uint8)
+        K.spans_holding(data, rows[field + "_pos"].astype(np.int64), rows[field + "_len"].astype(np.int64),
+                        np.frombuffer(needle, np.uint8), out)
+        del data                                   # the buffer may be a map's view, released next
+    return np.flatnonzero(out)
 
 
 # %% ../../book/10c_fast_recovery.ipynb #36a6565b
