@@ -384,15 +384,21 @@ def hop_to(d, pos, n, target):
 # %% ../../book/10c_fast_recovery.ipynb #71c99ddb
 @njit(cache=True, nogil=True)
 def spans_holding(d, pos, length, needle, out):
-    "out[i] = True when d[pos[i]:pos[i] + length[i]] holds the bytes `needle` (at least one byte)."
+    """out[i] = True when d[pos[i]:pos[i] + length[i]] holds the bytes `needle` (at least one byte):
+    Horspool's search, which compares the byte under the needle's last one and skips ahead by the table."""
     m = len(needle)
+    skip = np.full(256, m, np.int64)
+    for j in range(m - 1):
+        skip[needle[j]] = m - 1 - j
     for i in range(len(pos)):
-        out[i] = False
-        for p in range(pos[i], min(pos[i] + length[i], len(d)) - m + 1):
-            if d[p] == needle[0]:
-                j = 1
-                while j < m and d[p + j] == needle[j]:
+        out[i], p, last = False, pos[i], min(pos[i] + length[i], len(d)) - m
+        while p <= last:
+            c = d[p + m - 1]
+            if c == needle[m - 1]:
+                j = 0
+                while j < m - 1 and d[p + j] == needle[j]:
                     j += 1
-                if j == m:
+                if j == m - 1:
                     out[i] = True
                     break
+            p += skip[c]
