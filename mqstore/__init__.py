@@ -349,6 +349,8 @@ _API = {
     'record_prop_crc': 'modern',
     'first_bad_prop_crc': 'modern',
     'cut_at_prop_crc': 'modern',
+    'WindowBytes': 'modern',
+    'window_rows_holding': 'modern',
     'record_problems': 'modern',
     'prop_crc_slot': 'modern',
     'sign_prop_crc': 'modern',

@@ -7,9 +7,9 @@ __all__ = ['CRC_PROPERTY', 'COMPRESSION_NAMES', 'CODECS', 'PROPERTY_CRC32', 'CRC
            'SYSTEM_TOPIC_PREFIX', 'BROKER_KEYS', 'crc_rows', 'segment_facts', 'counted_facts', 'rows_facts',
            'commit_log_folders', 'window_facts', 'record_structures', 'recognise_store', 'writing_as',
            'check_writable', 'decompress_body', 'serve', 'prop_crc_digits', 'prop_crc_value', 'PropCrc',
-           'record_prop_crc', 'first_bad_prop_crc', 'cut_at_prop_crc', 'record_problems', 'prop_crc_slot',
-           'sign_prop_crc', 'record_extras', 'body_text', 'body_column', 'inner_messages',
-           'encode_batch_unit', 'batch_unit_of', 'BatchConsumeQueue', 'valid_batch_units',
+           'record_prop_crc', 'first_bad_prop_crc', 'cut_at_prop_crc', 'WindowBytes', 'window_rows_holding',
+           'record_problems', 'prop_crc_slot', 'sign_prop_crc', 'record_extras', 'body_text', 'body_column',
+           'inner_messages', 'encode_batch_unit', 'batch_unit_of', 'BatchConsumeQueue', 'valid_batch_units',
            'get_batch_messages', 'batch_topics', 'inner_batch_topics', 'batch_units_per_file',
            'maintains_batch_consume_queues', 'BatchQueues', 'store_plugins', 'rebuild_batch_queues',
            'is_lmq', 'topic_allows_lmq', 'java_split', 'multi_dispatch', 'light_claims', 'light_unit_agrees',
@@ -351,14 +351,36 @@ def cut_at_prop_crc(store) -> int | None:
         (clip_positions(log.mfq, bad) if store.read_only else truncate_commit_log(log, bad, store.observer))
     return bad
 
+# %% ../book/14_modern_stores.ipynb #00510d9a
+import mmap
+
+class WindowBytes:
+    """`find(needle, a, b)` over a window's view `buf`, in C and without a copy: the find of the map (or
+    bytes) the view is cut from, shifted to the view's start; over a copy when that object has none."""
+    def __init__(self, buf):
+        owner = buf.obj
+        if isinstance(owner, (bytes, bytearray, mmap.mmap)) and buf.ndim == 1 and buf.itemsize == 1 and len(buf):
+            start = np.frombuffer(buf, np.uint8).ctypes.data - np.frombuffer(owner, np.uint8).ctypes.data
+            self.owner, self.at = owner, start
+        else:
+            self.owner, self.at = bytes(buf), 0
+    def find(self, needle: bytes, a: int, b: int) -> int:
+        at = self.owner.find(needle, self.at + a, self.at + b)
+        return at - self.at if at >= 0 else -1
+
+def window_rows_holding(w, needle: bytes) -> np.ndarray:
+    "`_rows_holding` of a verify window: the compiled search of the properties alone (10.3), else the map's find."
+    from mqstore.fast.recovery import rows_holding
+    got = rows_holding(w.buf, w.headers, needle)
+    return got if got is not None else _rows_holding(WindowBytes(w.buf), w.headers, needle)
+
 # %% ../book/14_modern_stores.ipynb #8bb307f0
 def record_problems(w) -> list:
     "verify's record checks of a scrub window: __CRC32# where a record carries it, compressed bodies."
     out, h = [], w.headers
     if not len(h):
         return out
-    hay = bytes(w.buf[:int(h["offset"][-1] + h["total_size"][-1])])   # bytes.find searches in C
-    carriers = set(_rows_holding(hay, h, PROPERTY_CRC32.encode()).tolist())   # rows whose properties hold it
+    carriers = set(window_rows_holding(w, PROPERTY_CRC32.encode()).tolist())   # rows whose properties hold it
     for i in sorted(carriers | set(np.flatnonzero(h["sys_flag"] & 1).tolist())):
         pos, size = int(h["offset"][i]), int(h["total_size"][i])
         if i in carriers:
@@ -926,7 +948,9 @@ class LightQueueCheck:
         "The records of one of verify's windows (chapter 13) that name light queues or are in one."
         from mqstore.fast.dispatch import property_spans   # chapter 10.2: loaded only when needed
         h, b = w.headers, w.batch
-        _, length = property_spans(w.buf, h, (PROPERTY_INNER_MULTI_DISPATCH,))[PROPERTY_INNER_MULTI_DISPATCH]
+        length = np.full(len(h), -1, np.int64)       # no properties hold the name's bytes: no record has it
+        if len(h) and len(window_rows_holding(w, PROPERTY_INNER_MULTI_DISPATCH.encode() + b"\x01")):
+            _, length = property_spans(w.buf, h, (PROPERTY_INNER_MULTI_DISPATCH,))[PROPERTY_INNER_MULTI_DISPATCH]
         own = np.array([is_lmq(t) for t in b.topics], bool)
         rows = np.flatnonzero((length > 0) | (own[b.topic_ids] if len(own) else False))
         for r in rows.tolist():

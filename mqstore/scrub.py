@@ -144,12 +144,23 @@ class RowStream:
                 return
 
 # %% ../book/13_real_stores.ipynb #406667bf
+def _units_read(q):
+    "`q.units`, and the pages of the queue's map that held them given back (the units are copies)."
+    def read(pos, count):
+        rows = q.units(pos, count)
+        if len(rows) and hasattr(q, "mfq"):
+            at = pos * CQ_STORE_UNIT_SIZE
+            mf = q.mfq.find_by_offset(at)
+            drop_pages(getattr(mf, "_mm", None), at - mf.file_from_offset, at - mf.file_from_offset + rows.nbytes)
+        return rows
+    return read
+
 class QueueCursor:
     "Where the scrub is in one consume queue, and what it could not match yet (claims, units)."
     def __init__(self, topic: str, qid: int, q):
         self.topic, self.qid, self.name = topic, qid, f"{topic}-{qid}"
         self.lo, self.hi = q.min_offset_in_queue, q.max_offset_in_queue
-        self.stream = RowStream(q.units, self.lo, self.hi)
+        self.stream = RowStream(_units_read(q), self.lo, self.hi)
         self.seen_real = False
         self.pending = {}          # queue offset -> record offset: claims no real unit answered yet
         self.unmatched = set()     # positions of real units no claim asked for yet
@@ -407,8 +418,10 @@ def window_claims(w: LogWindow):
     h, b = w.headers, w.batch
     tx = h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE
     rows = np.flatnonzero((tx == TRANSACTION_NOT_TYPE) | (tx == TRANSACTION_COMMIT_TYPE))
-    qid = h["queue_id"][rows].astype(np.int64)
-    order = rows[np.lexsort((rows, qid, b.topic_ids[rows]))]
+    qid, tid = h["queue_id"][rows].astype(np.int64), b.topic_ids[rows].astype(np.int64)
+    lo, span = (int(qid.min()), int(qid.max() - qid.min()) + 1) if len(rows) else (0, 1)
+    group = tid * span + (qid - lo)                      # (topic, queue id) in their order, as one number
+    order = rows[np.argsort(group.astype(np.uint16) if len(rows) and group.max() < 1 << 16 else group, kind="stable")]
     key = (b.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
     for g in np.split(order, np.flatnonzero(np.diff(key)) + 1) if len(order) else ():
         yield ((b.topics[int(b.topic_ids[g[0]])], int(h["queue_id"][g[0]])),

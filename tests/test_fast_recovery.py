@@ -442,3 +442,45 @@ def test_a_sparse_tail_is_not_read(tmp_path, monkeypatch):
         assert fast == [(150, 4096)] and len(ref) == 64
     finally:
         mf.destroy()
+
+
+# ---- verify's search of the properties (issue 30): `rows_holding` / the `spans_holding` kernel
+
+def _plain_holding(buf, rows, needle, field="props"):
+    return [i for i, (p, k) in enumerate(zip(rows[field + "_pos"].tolist(), rows[field + "_len"].tolist()))
+            if needle in bytes(buf[p:p + k])]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=400), needle=st.binary(min_size=1, max_size=6), cuts=st.lists(st.integers(0, 400), max_size=16))
+def test_spans_holding_is_a_plain_search(data, needle, cuts):
+    "Random bytes from a small alphabet, random spans (empty, at the end, overlapping the end): `needle in span`."
+    import numpy as np
+    from mqstore.fast.records import compiled_kernels
+    K = compiled_kernels()
+    if K is None:                                  # MQSTORE_ACCEL=0: rows_holding says so, the caller searches
+        assert fast_recovery.rows_holding(data, np.zeros(0, [("props_pos", "i8"), ("props_len", "i4")]), b"x") is None
+        return
+    data = bytes(b % 4 for b in data)               # bytes 0..3: needles match often
+    needle = bytes(b % 4 for b in needle)
+    cuts = sorted(min(c, len(data)) for c in cuts)
+    pos, length = np.array(cuts[0::2][:len(cuts) // 2], np.int64), np.diff(cuts)[0::2].astype(np.int64)
+    out = np.ones(len(pos), np.bool_)
+    K.spans_holding(np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8), pos, length,
+                    np.frombuffer(needle, np.uint8), out)
+    assert out.tolist() == [needle in data[a:a + k] for a, k in zip(pos.tolist(), length.tolist())]
+
+
+@pytest.mark.parametrize("name", ["crc", "lmq", "comp", "txn"])
+def test_rows_holding_is_chapter_14s_search_on_rocketmq5_logs(vectors5, name):
+    "On the segments RocketMQ 5.x wrote: the rows chapter 14's `_rows_holding` finds, for every needle verify asks."
+    from mqstore.fast.records import scan_segment
+    from mqstore.modern import _rows_holding, WindowBytes
+    seg = sorted((vectors5 / name / "commitlog").iterdir())[0].read_bytes()
+    rows = scan_segment(seg, 0)[0]
+    for needle in (b"__CRC32#", b"INNER_MULTI_DISPATCH\x01", b"KEYS\x01", b"\x02", b"TAGS\x01Tag"):
+        want = _rows_holding(seg, rows, needle).tolist()
+        assert want == _plain_holding(seg, rows, needle)
+        assert _rows_holding(WindowBytes(memoryview(seg)[:]), rows, needle).tolist() == want
+        got = fast_recovery.rows_holding(seg, rows, needle)
+        assert got is None if not accel.enabled() else got.tolist() == want, (name, needle)

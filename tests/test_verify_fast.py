@@ -1,0 +1,154 @@
+"""`mqstore verify` after issue 30's speed-ups reports what it reported before. The code that changed is
+kept here in its former shape (chapter 14's `record_problems` over a copy of the window, the light-queue
+check's `property_spans` of every window, chapter 13's `window_claims` with `np.lexsort`, the queue units
+read without giving pages back); `verify --json` runs with the former code and with today's on clean,
+damaged and RocketMQ 5.x stores and prints the same report, byte for byte. Run in both modes
+(MQSTORE_ACCEL=0: the map's find instead of the compiled search)."""
+import json, random, shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mqstore.modern as modern
+import mqstore.scrub as scrub
+from mqstore.cli import main
+from mqstore.vectors import ROCKETMQ5_CASES
+from tests.conftest import GEOMETRY5
+from tests.test_scrub import write, segment, flip, CFG
+
+
+def former_record_problems(w) -> list:
+    out, h = [], w.headers
+    if not len(h):
+        return out
+    hay = bytes(w.buf[:int(h["offset"][-1] + h["total_size"][-1])])
+    carriers = set(modern._rows_holding(hay, h, modern.PROPERTY_CRC32.encode()).tolist())
+    for i in sorted(carriers | set(np.flatnonzero(h["sys_flag"] & 1).tolist())):
+        pos, size = int(h["offset"][i]), int(h["total_size"][i])
+        if i in carriers:
+            c = modern.record_prop_crc(w.buf, pos, w.base)
+            if not c.ok:
+                out.append(f"commit log: record at {c.offset}: {modern.PROPERTY_CRC32} {c.digits} is not its CRC {c.computed}")
+        if h["sys_flag"][i] & 1:
+            b, k = int(h["body_pos"][i]), int(h["body_len"][i])
+            try:
+                modern.decompress_body(bytes(w.buf[b:b + k]), int(h["sys_flag"][i]), w.base + pos)
+            except modern.BodyDecompressionError as e:
+                out.append(f"commit log: {e}")
+    return out
+
+
+def former_light_window(self, w) -> None:
+    from mqstore.fast.dispatch import property_spans
+    h, b = w.headers, w.batch
+    name = modern.PROPERTY_INNER_MULTI_DISPATCH
+    _, length = property_spans(w.buf, h, (name,))[name]
+    own = np.array([modern.is_lmq(t) for t in b.topics], bool)
+    rows = np.flatnonzero((length > 0) | (own[b.topic_ids] if len(own) else False))
+    for r in rows.tolist():
+        p, k = int(h["props_pos"][r]), int(h["props_len"][r])
+        self.record(int(w.offs[r]), int(h["total_size"][r]), int(b.tags_codes[r]), b.topics[int(b.topic_ids[r])],
+                    int(h["queue_id"][r]), int(h["queue_offset"][r]), int(h["sys_flag"][r]),
+                    modern.decode_properties(bytes(w.buf[p:p + k])))
+
+
+def former_window_claims(w):
+    h, b = w.headers, w.batch
+    tx = h["sys_flag"] & scrub.TRANSACTION_ROLLBACK_TYPE
+    rows = np.flatnonzero((tx == scrub.TRANSACTION_NOT_TYPE) | (tx == scrub.TRANSACTION_COMMIT_TYPE))
+    qid = h["queue_id"][rows].astype(np.int64)
+    order = rows[np.lexsort((rows, qid, b.topic_ids[rows]))]
+    key = (b.topic_ids[order] << 32) | (h["queue_id"][order].astype(np.int64) & 0xFFFFFFFF)
+    for g in np.split(order, np.flatnonzero(np.diff(key)) + 1) if len(order) else ():
+        yield ((b.topics[int(b.topic_ids[g[0]])], int(h["queue_id"][g[0]])),
+               h["queue_offset"][g].astype(np.int64), w.offs[g])
+
+
+def reports(root, capsys, monkeypatch, *args) -> tuple:
+    "(exit status, stdout) of `verify ROOT --json ARGS` with the former code, then with today's."
+    out = []
+    for former in (True, False):
+        with monkeypatch.context() as m:
+            if former:
+                m.setattr(modern, "record_problems", former_record_problems)
+                m.setattr(modern.LightQueueCheck, "window", former_light_window)
+                m.setattr(scrub, "window_claims", former_window_claims)
+                m.setattr(scrub, "_units_read", lambda q: q.units)
+            rc = main(["verify", str(root), "--json", *args])
+            out.append((rc, capsys.readouterr().out))
+    assert out[0] == out[1], (root, out)
+    return out[1]
+
+
+def damage_4x(root: Path, how: str) -> None:
+    q = sorted((root / "consumequeue" / "T1" / "1").iterdir())[0]
+    data = bytearray(q.read_bytes())
+    if how == "body":
+        flip(segment(root, 0), 2000)
+    elif how == "last segment":
+        flip(segment(root, -1), 300)
+    elif how == "queue garbage":
+        data[40:200] = random.Random(1).randbytes(160)
+        q.write_bytes(bytes(data))
+    elif how == "queue wrong unit":
+        data[60:72] = data[140:152]
+        q.write_bytes(bytes(data))
+    elif how == "queue tags":
+        data[76:80] = bytes(4)
+        q.write_bytes(bytes(data))
+    elif how == "queue offset claimed twice":                # records' headers claim others' queue offsets
+        from mqstore.crash import scan_log
+        records, _ = scan_log(root, CFG)
+        size = CFG.commit_log_file_size
+        for victim, other in ((10, 40), (150, 20)):
+            o = records[other][0]
+            head = segment(root, o // size).read_bytes()[o % size:o % size + 28]
+            off = records[victim][0]
+            seg = segment(root, off // size)
+            raw = bytearray(seg.read_bytes())
+            at = off % size
+            raw[at + 12:at + 16], raw[at + 20:at + 28] = head[12:16], head[20:28]   # the other's queue, queue offset
+            seg.write_bytes(bytes(raw))
+    elif how == "index entry":
+        flip(sorted((root / "index").iterdir())[0], 40 + 64 * 4 + 5 * 20 + 2)
+
+
+@pytest.mark.parametrize("how", ["clean", "body", "last segment", "queue garbage", "queue wrong unit", "queue tags",
+                                 "queue offset claimed twice", "index entry"])
+def test_same_report_on_4x_stores(tmp_path, capsys, monkeypatch, how):
+    write(tmp_path / "s", n=200, seed=3)
+    if how != "clean":
+        damage_4x(tmp_path / "s", how)
+    rc, text = reports(tmp_path / "s", capsys, monkeypatch)
+    assert (rc == 0) == (how == "clean") and json.loads(text)["records"] > 0
+
+
+BROKER = {"delaycustom": "messageDelayLevel=2s 4s 8s 16s 32s\n", "crc": "enabledAppendPropCRC=true\n",
+          "lmq": "enableLmq=true\nenableMultiDispatch=true\n"}
+
+
+@pytest.mark.parametrize("name, how", [(n, h) for n in ROCKETMQ5_CASES for h in ("clean", "queue file", "index files",
+                                        "body byte", "property byte")] + [("lmq", "light unit")])
+def test_same_report_on_rocketmq5_stores(vectors5, tmp_path, capsys, monkeypatch, name, how):
+    root = Path(shutil.copytree(vectors5 / name, tmp_path / name))
+    conf = tmp_path / "broker.conf"
+    conf.write_text(GEOMETRY5 + BROKER.get(name, "") + f"storePathRootDir={root}\n")
+    seg = sorted((root / "commitlog").iterdir())[0]
+    raw = bytearray(seg.read_bytes())
+    end = len(raw.rstrip(b"\0"))
+    if how == "queue file":
+        sorted(p for p in (root / "consumequeue").rglob("*") if p.is_file())[-1].unlink()
+    elif how == "index files":
+        for p in (root / "index").iterdir():
+            p.unlink()
+    elif how in ("body byte", "property byte"):               # the middle of the log; the last record's properties
+        raw[end // 2 if how == "body byte" else end - 3] ^= 0x10 if how == "body byte" else 0x01
+        seg.write_bytes(bytes(raw))
+    elif how == "light unit":
+        f = root / "consumequeue" / "%LMQ%room1" / "0" / "00000000000000000000"
+        data = bytearray(f.read_bytes())
+        data[20:28] = (673).to_bytes(8, "big")
+        f.write_bytes(bytes(data))
+    rc, text = reports(root, capsys, monkeypatch, "--config", str(conf))
+    assert rc in (0, 1) and (rc == 0) == (how == "clean" or not json.loads(text)["problems"])
