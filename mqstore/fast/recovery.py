@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['WINDOW_BYTES', 'SPLIT_BYTES', 'UNIT_CHUNK', 'REPLACES', 'drop_pages', 'walk_segments_fast', 'recover_abnormally_fast',
-           'units_below_fast', 'rows_holding']
+           'units_below_fast', 'rows_holding', 'count_window_facts', 'trailing_hole', 'tail_data_end_fast']
 
 # %% ../../book/10c_fast_recovery.ipynb #4d2eaf24
 import mmap as _mmap
@@ -190,10 +190,87 @@ def rows_holding(buf, rows, needle: bytes, field: str = "props"):
     return np.flatnonzero(out)
 
 
+# %% ../../book/10c_fast_recovery.ipynb #8ab0d3db
+from ..message import _walk
+_SEARCHES: dict = {}
+
+def _search_arrays(needle: bytes, topics: list) -> tuple:
+    "count_facts' needle, Horspool's skip table, the topics' bytes and where each starts (cached)."
+    key = (needle, tuple(topics))
+    if key not in _SEARCHES:
+        nd = np.frombuffer(needle, np.uint8)
+        skip = np.full(256, len(nd), np.int64)
+        for j in range(len(nd) - 1):
+            skip[nd[j]] = len(nd) - 1 - j
+        at = np.cumsum([0] + [len(t) for t in topics]).astype(np.int64)
+        _SEARCHES[key] = nd, skip, np.frombuffer(b"".join(topics) or b"\0", np.uint8), at
+    return _SEARCHES[key]
+
+def count_window_facts(buf, start: int, end: int, needle: bytes, topics: list):
+    """What chapter 14's rows_facts finds in the records of buf[start:end], counted in one compiled pass:
+    ((kinds, crc, batch, multi, per topic, records), where the walk stopped, why), as counted_facts takes
+    them; None without the kernels (or with the fast paths off)."""
+    K, n = compiled_kernels(), min(end, len(buf))
+    if K is None or not 0 <= start < n:
+        return None
+    nd, skip, tb, at = _search_arrays(needle, topics)
+    counts = np.zeros(10 + len(topics), np.int64)
+    multi = np.empty((2, (n - start) // 91 + 1), np.int64)       # a record has 91 bytes or more
+    data = np.frombuffer(buf, np.uint8, count=n)
+    try:
+        records, why, stop, k = K.count_facts(data, start, n, nd, skip, tb, at, counts, multi)
+    finally:
+        del data                                                 # let an mmap close
+    kinds = {t << 8: int(counts[t]) for t in range(8) if counts[t]}
+    multi = list(zip(multi[0, :k].tolist(), multi[1, :k].tolist()))
+    return ((kinds, int(counts[8]), int(counts[9]), multi, counts[10:].tolist(), records),
+            stop, _walk(buf, stop, n)[0])
+
+
+# %% ../../book/10c_fast_recovery.ipynb #5eca57db
+import errno, os
+from ..mapped_file_queue import tail_data_end
+
+def trailing_hole(path, pos: int, size: int, extents: int = 64) -> int:
+    "Where the hole that [pos, size) of the file ends with begins (SEEK_DATA, SEEK_HOLE); size if unknown."
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return size
+    try:
+        at = pos
+        for _ in range(extents):                     # the data extents from pos: [data, hole)
+            try:
+                data = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as e:                     # ENXIO: no data from `at` on
+                return min(at, size) if e.errno == errno.ENXIO else size
+            at = os.lseek(fd, data, os.SEEK_HOLE)
+            if at >= size:
+                return size
+        return size                                  # too many extents to follow: read them all
+    finally:
+        os.close(fd)
+
+
+# %% ../../book/10c_fast_recovery.ipynb #c38e2c18
+def tail_data_end_fast(mf, pos: int, chunk: int = 4 << 20) -> int:
+    "`tail_data_end` without reading the chunks that lie wholly in the file's trailing hole."
+    hole, end = trailing_hole(mf.path, pos, mf.file_size), mf.file_size
+    while end > pos:
+        start = max(pos, end - chunk)
+        if start < hole:                             # not wholly in the hole: read, as the reference
+            with mf.view(start, end) as part:
+                if np.frombuffer(part, np.uint8).any():
+                    break
+        end = start
+    return end
+
+
 # %% ../../book/10c_fast_recovery.ipynb #36a6565b
 REPLACES = {
     "mqstore.recovery.walk_segments": walk_segments_fast,
     "mqstore.recovery.recover_abnormally": recover_abnormally_fast,
     "mqstore.recovery.units_below": units_below_fast,
+    "mqstore.mapped_file_queue.tail_data_end": tail_data_end_fast,
 }
 
