@@ -621,13 +621,12 @@ REPLACES = {"mqstore.dispatch.dispatch_range": dispatch_range_fast}
 # %% ../../book/10b_fast_dispatch.ipynb #84fd0a75
 import time
 
-GATHER_BYTES = 512 << 10    # a pass the thread waits for while puts stream in (the batch costs per pass, above)
+GATHER_BYTES = 512 << 10    # a pass the thread waits for while puts stream in
 GATHER_S = 0.010            # the longest it waits for it
 
 def reput_run(self):
     """ReputService._run gathering bigger passes: after a pass that found new records, it waits (up to
-    GATHER_S, a millisecond at a time) until GATHER_BYTES more are written; an idle store's first put is
-    dispatched at once, as the reference does. The same records, dispatched in the same order."""
+    GATHER_S, a millisecond at a time) until GATHER_BYTES more are written."""
     log, stop, wake = self.commit_log, self._stop, self._wake
     while not stop.is_set():
         before = self.reput_from_offset
