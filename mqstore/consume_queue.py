@@ -148,15 +148,19 @@ class ConsumeQueue:
         end = min(mf.read_position, start + max_count * CQ_STORE_UNIT_SIZE)
         return np.frombuffer(mf.read(start, end - start), dtype=CQ_UNIT_DTYPE)
 
-    def _last_real_end(self) -> int:
-        "offset + size of the last unit that is not a filler, or -1."
+    def _last_real_unit(self):
+        "(offset, size) of the last unit that is not a filler, or None."
         for mf in reversed(self.mfq.files):
             u = self._file_units(mf)
             real = np.flatnonzero(u["size"] != FILLER_SIZE)
             if len(real):
-                last = u[real[-1]]
-                return int(last["offset"]) + int(last["size"])
-        return -1
+                return int(u[real[-1]]["offset"]), int(u[real[-1]]["size"])
+        return None
+
+    def _last_real_end(self) -> int:
+        "offset + size of the last unit that is not a filler, or -1."
+        last = self._last_real_unit()
+        return -1 if last is None else last[0] + last[1]
 
     def recover(self) -> int:
         "Find where the valid units end, from the third-last file on; drop the rest (RocketMQ's ConsumeQueue.recover)."
@@ -336,8 +340,8 @@ class ConsumeQueueStore:
             if q.max_physic_offset <= phy_offset:       # every record of this queue ends before the cut
                 continue
             q.truncate_dirty_logic_files(phy_offset)
-            while q.max_physic_offset > phy_offset:    # the last unit's record runs past the end: a damaged size
-                q.truncate_dirty_logic_files(q.unit(q.max_offset_in_queue - 1)[0])
+            while q.max_physic_offset > phy_offset:    # the last real unit's record runs past the end: a damaged size
+                q.truncate_dirty_logic_files(q._last_real_unit()[0])   # it goes, and any filler after it
 
     def topic_queue_table(self) -> dict:
         "'topic-queueId' -> the next queue offset to assign."

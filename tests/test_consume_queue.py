@@ -191,3 +191,15 @@ def test_truncate_past_every_unit_keeps_unflushed_units_unflushed(tmp_path):
     finally:
         FLUSH_LISTENERS.pop()
     assert seen and seen[-1][0] + seen[-1][1] >= 160 and mf.flushed_position == 160
+
+
+def test_truncate_dirty_cuts_at_the_last_real_unit_not_at_a_filler_after_it(tmp_path):
+    "A damaged size on the last real unit, then a filler (its offset field 0): only that unit and the filler go."
+    cqs = ConsumeQueueStore(tmp_path, units_per_file=4)
+    q = cqs.find_or_create("T", 0)
+    assert q.put(0, 100, 1, 0) and q.put(100, 100, 1, 1) and q.put(200, 500, 1, 2)   # unit 2's size runs past 300
+    assert q.put(1000, 100, 1, 4)                   # a hole: unit 3 becomes a filler
+    cqs.truncate_dirty(300)                         # unit 4 goes (at 1000); unit 2's record ends at 700
+    assert q.max_offset_in_queue == 2 and q.max_physic_offset == 200
+    assert [q.unit(i) for i in range(2)] == [(0, 100, 1), (100, 100, 1)]
+    cqs.close()
