@@ -239,7 +239,7 @@ class ShadowDisk:
     Data: every announced range [start, start+length) of a file is copied from the live file
     (the page cache) into the same file under `disk`; bytes never flushed keep their old value
     there (zeros in a new file). Metadata (files created, resized, deleted), in this model,
-    becomes durable with the next flush of any file (`commit_metadata`)."""
+    becomes durable with the next flush of any file of the store (`commit_metadata`)."""
 
     def __init__(self, live, disk):
         self.live, self.disk = Path(live).resolve(), Path(disk)
