@@ -75,10 +75,10 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     span = max(hi - lo, 0.05 * hi)
     top = hi + 2.2 * span                               # the axis's top: a round above it is a triangle there
     ax[1].plot(rounds, np.where(ratio > top, np.nan, ratio), "o-", color="#000000", label=f"{names[0]} / {names[1]}")
-    for r in np.flatnonzero(ratio > top):
-        ax[1].plot([r], [top], "^", color="#000000", ms=8, clip_on=False)
-        ax[1].annotate(f"{ratio[r]:.1f}x, above the axis", (r, top), xytext=(7, -3), textcoords="offset points",
-                       fontsize=8, va="top", bbox=dict(fc="white", ec="none", pad=1))
+    above = np.flatnonzero(ratio > top)                 # one legend entry names them all: no labels to collide
+    if len(above):
+        ax[1].plot(above, np.full(len(above), top), "^", color="#000000", ms=8, clip_on=False, ls="none",
+                   label="above the axis: " + ", ".join(f"{ratio[r]:.1f}x (round {r})" for r in above))
     ax[1].axhline(m, color=KIND_COLORS["variant"], ls=":", lw=2, zorder=3,
                   label=f"median ratio, unshaded rounds ({m:.1f}x)" if len(slow) else f"median ratio ({m:.1f}x)")
     ax[1].set_ylim(min(lo, ratio.min()) - 0.5 * span, top)    # zoomed: room for the legend above the unshaded rounds
