@@ -157,6 +157,7 @@ _API = {
     'ConfigError': 'errors',
     'StoreFileError': 'errors',
     'SegmentNameError': 'errors',
+    'SegmentExistsError': 'errors',
     'SegmentSizeError': 'errors',
     'StoreStateError': 'errors',
     'StoreClosedError': 'errors',

@@ -422,7 +422,7 @@ def records_line(d: dict) -> str:
     r = d["records_read"]
     how = (f"{r['records']:,} read, from the last one a consume queue holds to the log's end" if r["how"] == "tails"
            else f"the last segments walked as read-only recovery does ({r['why']})")
-    return f"records: not all read: {how}; `mqstore verify` reads and checks every record"
+    return f"records: not all read: {how}; `mqstore verify` reads and checks every record up to the first bad one"
 
 # %% ../book/13_real_stores.ipynb #09afac30
 def _emit(args, data, text):

@@ -38,6 +38,9 @@ def _check_config(c) -> None:
     if levels is not None and (type(levels) is not str or not re.fullmatch(r"\s*(\d{1,9}[smhd]\s*)+", levels)):
         raise ConfigError(f"message_delay_level must be levels such as '1s 5s 1m 2h' (units s, m, h, d) "
                           f"or None (not known), not {levels!r:.60}")
+    for name in ("enable_lmq", "enable_multi_dispatch"):      # off either way; chapter 14 tells them apart
+        if type(getattr(c, name)) not in (bool, type(None)):
+            raise ConfigError(f"{name} must be bool or None (not set), not {getattr(c, name)!r:.40}")
     if not _check_host(c.store_host):
         raise ConfigError(f"store_host must be an (ip, port) pair, not {c.store_host!r:.60}")
     if c.commit_log_file_size < 1024:
@@ -74,8 +77,8 @@ class StoreConfig:
     message_delay_level: str | None = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # None: unknown
     enabled_append_prop_crc: bool = False       # enabledAppendPropCRC: a __CRC32# property ends each record
     force_verify_prop_crc: bool = False         # forceVerifyPropCRC: recovery checks that property
-    enable_lmq: bool = False                    # enableLmq: light message queues (%LMQ%...)
-    enable_multi_dispatch: bool = False         # enableMultiDispatch: INNER_MULTI_DISPATCH queues
+    enable_lmq: bool | None = None              # enableLmq: light message queues (%LMQ%...); None: not set
+    enable_multi_dispatch: bool | None = None   # enableMultiDispatch: INNER_MULTI_DISPATCH queues; None: not set
     store_path_commit_log: str = ""             # storePathCommitLog; "" is ROOT/commitlog
     batch_consume_queue_units: int = 0          # mapperFileSizeBatchConsumeQueue / 46; 0: from the files
 

@@ -29,9 +29,14 @@ def name_to_offset(name: str) -> int:
     return int(name)
 
 # %% ../book/01_mapped_file.ipynb #07f4f6ab
+from .errors import SegmentExistsError
+
 def _preallocate(path: Path, file_size: int) -> None:
     "Create `path` at exactly `file_size` zero bytes (refuses to overwrite)."
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise SegmentExistsError(f"{path} exists: a segment is never created over a file", path) from None
     try:
         os.ftruncate(fd, file_size)
     finally:

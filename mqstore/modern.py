@@ -147,8 +147,9 @@ def window_facts(buf, window: int):
         wide, pos = (window if stop > pos else n), stop     # a record cut by the window: from its start
 
 # %% ../book/14_modern_stores.ipynb #3f96b0c5
-def record_structures(root, config: StoreConfig | None = None, window: int = 16 << 20) -> dict:
-    "What the records of every segment say ({structure: facts}), read through read-only maps."
+def record_structures(root, config: StoreConfig | None = None, window: int = 16 << 20) -> tuple:
+    """What the records of every segment say, read through read-only maps: ({structure: facts},
+    {"segments": segments read, "records": records counted})."""
     from mqstore.auditing import mapped_segment
     found, records, segments = {}, 0, 0
     for folder in commit_log_folders(root, config):
@@ -914,7 +915,7 @@ def light_queue_folders(root) -> list:
 
 def light_queues_in_use(root, config) -> bool:
     "The rule: enableMultiDispatch when either switch is set (MultiDispatchUtils); else a light queue's folder."
-    if config.enable_lmq or config.enable_multi_dispatch:
+    if config.enable_lmq is not None or config.enable_multi_dispatch is not None:      # None: not set
         return bool(config.enable_multi_dispatch)
     return bool(light_queue_folders(root))
 
@@ -1088,13 +1089,16 @@ def maintains_light_queues(root, config) -> str | None:
         return ("enableLmq without enableMultiDispatch: RocketMQ writes no light units "
                 "(MultiDispatchUtils.isNeedHandleMultiDispatch); mqstore maintains light queues only with both on")
     in_use = light_queues_in_use(root, config)
+    if light_queue_folders(root) and not in_use:
+        return ("the configuration sets enableMultiDispatch off, but the root holds light queues "
+                "(consumequeue/%LMQ%...): RocketMQ under it writes no light units; mqstore does not maintain that")
     for offset, topic, sys_flag, props in multi_dispatch_records(root, config):
         pairs = multi_dispatch(topic, sys_flag, props)
         bad = [(n, o) for n, o in pairs if not is_lmq(n) or not _LONG.fullmatch(o)]
         if bad:
             return (f"the record at {offset} multi-dispatches to {bad[0][0]!r} at offset {bad[0][1]!r}, which is "
                     f"not a light queue (%LMQ%...) with a number; mqstore does not maintain such queues")
-        if pairs and not in_use:
+        if pairs and not in_use and config.enable_lmq is None and config.enable_multi_dispatch is None:
             return (f"the record at {offset} asks for light queues ({props[PROPERTY_INNER_MULTI_DISPATCH]}) but "
                     f"nothing says the broker dispatches them: no consumequeue/%LMQ%... folder and no "
                     f"enableLmq / enableMultiDispatch in the configuration (give --config broker.conf)")

@@ -431,11 +431,13 @@ def test_25_10_store_config_names_every_bad_field(name):
     default = getattr(StoreConfig.small(), name)
     bad = {int: [None, "SYNC_FLUSH", 1.5, True, -1, 2**31], bool: [None, 1, "yes"],
            str: [None, 1, "sync"], tuple: [None, "127.0.0.1:1", ("127.0.0.1",), ("nohost", 1), ("127.0.0.1", 1.0),
-                                         ("127.0.0.1", 70000)]}[type(default)]
+                                         ("127.0.0.1", 70000)]}.get(type(default))
     if name == "store_path_commit_log":            # any str is a path
         bad = [None, 1, b"/data/commitlog"]
     if name == "message_delay_level":              # None: the broker's levels are not known (chapter 14)
         bad = [1, "sync", "5x", b"1s"]
+    if name in ("enable_lmq", "enable_multi_dispatch"):   # None: not set (chapter 14)
+        bad = [1, 0, "yes", "false"]
     for value in bad:
         with pytest.raises(ConfigError, match=name):
             StoreConfig.small(**{name: value})

@@ -236,3 +236,26 @@ def test_spark_rebuild_refuses_light_queues(lmq, tmp_path):
         refuse_light_rebuild(lmq, infer_config(lmq))
     assert main(["rebuild", str(lmq), "--out", str(tmp_path / "out")]) == 2
     assert tree_hashes(lmq) == before and not (tmp_path / "out").exists()
+
+
+def test_both_switches_set_to_false_on_a_root_with_light_queues(lmq, tmp_path, capsys):
+    """A configuration that sets enableLmq and enableMultiDispatch to false is not one that sets neither:
+    RocketMQ under it writes no light unit, so the light dispatcher stays off and a writing command refuses
+    a root that holds light queues (a repair would not write them again), changing nothing."""
+    off = infer_config(lmq).with_(enable_lmq=False, enable_multi_dispatch=False)
+    assert infer_config(lmq).enable_lmq is None and infer_config(lmq).enable_multi_dispatch is None
+    assert light_queues_in_use(lmq, infer_config(lmq)) and not light_queues_in_use(lmq, off)
+    assert not light_queues_in_use(lmq, infer_config(lmq).with_(enable_multi_dispatch=False))
+    assert maintains_light_queues(lmq, off).startswith("the configuration sets enableMultiDispatch off")
+    conf = tmp_path / "broker.conf"
+    for text in ("enableLmq=false\nenableMultiDispatch=false\n", "enableMultiDispatch=false\n"):
+        conf.write_text(text)
+        before = tree_hashes(lmq)
+        assert main(["repair", str(lmq), "--yes", "--config", str(conf)]) != 0
+        assert "the configuration sets enableMultiDispatch off" in capsys.readouterr().err
+        assert tree_hashes(lmq) == before
+    bare = Path(shutil.copytree(lmq, tmp_path / "bare"))       # no light folder: RocketMQ writes none, nor does mqstore
+    for p in (bare / "consumequeue").glob("%LMQ%*"):
+        shutil.rmtree(p)
+    assert maintains_light_queues(bare, off) is None
+    assert maintains_light_queues(bare, infer_config(bare)).startswith("the record at 0 asks for light queues")

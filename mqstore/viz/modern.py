@@ -50,7 +50,7 @@ def draw_store_tree(root, structures, config=None, action="repair", ax=None, tit
         ax.text(0.45, y, ", ".join(names), va="center", fontsize=10)
     ax.set_xlim(0, 1); ax.set_ylim(-0.7, len(rows) - 0.3); ax.axis("off")
     labels = {"maintained": "maintained (its own structures)", "refused": "refused", "unknown": "unknown (refused)",
-              "folder": "folder (holds the rows below it)"}
+              "folder": "folder (holds the rows below it; a folder that is a structure takes its colour)"}
     ax.legend(handles=[Patch(facecolor=c, alpha=0.5, edgecolor="#999999" if v == "folder" else "none", label=labels[v])
                        for v, c in VERDICT_COLORS.items()],
               fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)

@@ -77,7 +77,8 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     ax[1].plot(rounds, np.where(ratio > top, np.nan, ratio), "o-", color="#000000", label=f"{names[0]} / {names[1]}")
     above = np.flatnonzero(ratio > top)                 # one legend entry names them all: no labels to collide
     if len(above):
-        ax[1].plot(above, np.full(len(above), top), "^", color="#000000", ms=8, clip_on=False, ls="none",
+        y_mark = top - 0.04 * (top - min(lo, ratio.min()) + 0.5 * span)    # just inside the top: clear of the title
+        ax[1].plot(above, np.full(len(above), y_mark), "^", color="#000000", ms=8, ls="none",
                    label="above the axis: " + ", ".join(f"{ratio[r]:.1f}x (round {r})" for r in above))
     ax[1].axhline(m, color=KIND_COLORS["variant"], ls=":", lw=2, zorder=3,
                   label=f"median ratio, unshaded rounds ({m:.1f}x)" if len(slow) else f"median ratio ({m:.1f}x)")
