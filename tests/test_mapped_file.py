@@ -1,5 +1,6 @@
 import os
 import pytest
+from mqstore.errors import MQStoreError, SegmentExistsError
 from hypothesis import given, settings, strategies as st
 
 from mqstore.errors import (SegmentFullError, SegmentNameError, SegmentSizeError,
@@ -38,6 +39,9 @@ def test_create_refuses_to_overwrite(tmp_path):
     MappedFile.create(tmp_path, 0, 4096).append(b"keep")
     with pytest.raises(FileExistsError):
         MappedFile.create(tmp_path, 0, 4096)
+    with pytest.raises(SegmentExistsError, match=offset_to_name(0)) as e:       # a named mqstore error
+        MappedFile.create(tmp_path, 0, 4096)
+    assert isinstance(e.value, MQStoreError) and e.value.path == tmp_path / offset_to_name(0)
     assert (tmp_path / offset_to_name(0)).read_bytes()[:4] == b"keep"
 
 
