@@ -228,7 +228,8 @@ def spark_session(master: str | None = None, app_name: str = "mqstore", driver_m
     """A quiet SparkSession: `local[*]` unless `master` says otherwise (any master URL).
 
     An active session with the same master (or any, when master is None) is reused; one with
-    another master is stopped first: a process holds one SparkContext."""
+    another master is stopped first: only one SparkContext may be active per JVM (pyspark's
+    SparkContext documentation), and a process has one JVM."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
     active = SparkContext._active_spark_context

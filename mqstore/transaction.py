@@ -355,7 +355,7 @@ class RebuildReport:
     lookups: int               # commit-log records read
     slots: int                 # the next slot (table.units): one past the last unit written
     prepared: int              # of which still PREPARED
-    fillers: int               # slots nothing in the redo log accounted for
+    fillers: int               # gaps between real slots filled (not the fillers that start a file)
 
 # %% ../book/09_transactions.ipynb #cdc47675
 def redo_history(redo: ConsumeQueue, lookup):
@@ -776,7 +776,7 @@ class HalfTopicTransactions:
         self.listeners = {}
         self.half_progress = self.op_progress = 0     # CID_RMQ_SYS_TRANS's consumer offsets
         self.done = set()                             # half queue offsets with an op message
-        self.work = {"half_units": 0, "op_units": 0}  # units read by check passes
+        self.work = {"half_units": 0, "op_units": 0}  # half and op units read (by any method)
 
     def register_check_listener(self, group: str, listener) -> None:
         self.listeners[group] = listener

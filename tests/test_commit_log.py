@@ -417,3 +417,19 @@ def test_read_only_load_writes_nothing(tmp_path):
     assert [ro.get(r.commit_log_offset).body for r in rs] == [bytes([i + 1]) * 700 for i in range(12)]
     ro.shutdown()
     assert state() == before
+
+
+def test_sync_put_answers_flush_disk_timeout_when_no_flush_comes(tmp_path):
+    "A sync put whose group-commit request is not answered in sync_flush_timeout_ms: written, FLUSH_DISK_TIMEOUT."
+    from mqstore.config import StoreConfig, FLUSH_SYNC
+    from mqstore.commit_log import CommitLog
+    from mqstore.message import Message
+    log = CommitLog(tmp_path, StoreConfig.small(flush_disk_type=FLUSH_SYNC, sync_flush_timeout_ms=50)).load().start()
+    assert log.put(Message("T", b"first")).status == "PUT_OK"
+    service = log.flush_service
+    service.stop()                                   # the flush thread is gone: no request is answered
+    r = log.put(Message("T", b"second"))
+    assert r.status == "FLUSH_DISK_TIMEOUT"
+    assert log.get(r.commit_log_offset).body == b"second"     # written, not known to be durable
+    log.flush_service = None                         # shutdown flushes in the caller's thread
+    log.shutdown()
