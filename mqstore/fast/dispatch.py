@@ -622,11 +622,11 @@ REPLACES = {"mqstore.dispatch.dispatch_range": dispatch_range_fast}
 import time
 
 GATHER_BYTES = 512 << 10    # a pass the thread waits for while puts stream in
-GATHER_S = 0.010            # the longest it waits for it
+GATHER_S = 0.010            # the sleeps it adds up (a millisecond each, as counted) before it dispatches anyway
 
 def reput_run(self):
     """ReputService._run gathering bigger passes: after a pass that found new records, it waits (up to
-    GATHER_S, a millisecond at a time) until GATHER_BYTES more are written."""
+    GATHER_S, a millisecond at a time) until GATHER_BYTES are not yet dispatched."""
     log, stop, wake = self.commit_log, self._stop, self._wake
     while not stop.is_set():
         before = self.reput_from_offset

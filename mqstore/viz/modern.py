@@ -377,6 +377,7 @@ def draw_half_ops(records, ax=None):
     ax.set_xlim(0, max(r["offset"] + r["size"] for r in records) + 20)
     ax.set_ylim(-0.5, 2.5)
     ax.set_yticks([2, 1, 0], ["RMQ_SYS_TRANS_\nOP_HALF_TOPIC", "RMQ_SYS_TRANS_\nHALF_TOPIC", "real topic\n(commit)"], fontsize=9)
+    ax.tick_params(axis="y", length=0)          # no tick mark: it would read as one more underscore
     ax.set_xlabel("commit-log offset (bytes)", fontsize=9)
     arrows = [Line2D([], [], color=c, linestyle=s, label=k) for k, (c, s) in _ARROWS.items()]
     ax.legend(handles=[Patch(color=c, label=k) for k, c in _ROLES.items()] + arrows, loc="upper center", ncol=3,

@@ -422,7 +422,7 @@ def run_scenario(fault: str = "crash", before_crash: int = 60, crash_at: int = 2
 import collections, dataclasses
 from ..verify import check_store
 
-CRASH_POINTS = (5, 15, 25, 35, 45)        # puts after the clean close, before the lagging ones (one run)
+CRASH_POINTS = (5, 15, 25, 35, 45)        # puts after the clean close, before the lagging ones (a run each)
 RULES = (("rocketmq4", "RocketMQ 4.x"), ("index_safe", "RocketMQ, messageIndexSafe"), ("mqstore", "this engine"))
 FAULT_NOTES = {"crash": "clean kill: the process dies, the page cache keeps every byte",
                "power_cut": "power cut: the last 3 records, acknowledged but not flushed, are zeros",
