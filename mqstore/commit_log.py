@@ -167,7 +167,7 @@ class CommitLog:
 
     @accelerated
     def put(self, msg: Message) -> PutResult:
-        "Append one message; with sync flush, return only once it is on disk."
+        "Append one message; with sync flush, return once it is on disk (or FLUSH_DISK_TIMEOUT, see below)."
         self._check_writable()
         msg, rec = self._encode(msg)
         _check_fits([len(rec)], self.config.commit_log_file_size)

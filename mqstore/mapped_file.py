@@ -212,7 +212,7 @@ class MappedFile:
         return pos
 
     def warm(self) -> None:
-        "Touch every page after the wrote position, so appends do not page-fault (writes only a file `create` made)."
+        "Touch every page after the wrote position, so its blocks are allocated before appends (writes only a file `create` made)."
         self._check_open()
         start = -(-self.wrote_position // OS_PAGE_SIZE) * OS_PAGE_SIZE
         write = self.created and self.writable
