@@ -11,7 +11,6 @@ import re, struct, warnings
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-import numpy as np
 from .errors import (ConfigError, InvalidTopicError, OffsetOutOfRangeError, QueryError,
                             InvalidArgumentError, DispatchWarning, QueueFolderWarning)
 from .mapped_file import check_size
@@ -22,7 +21,7 @@ from .commit_log import queue_key, takes_queue_offset
 CQ_STORE_UNIT_SIZE = 20
 FILLER_SIZE = 0x7FFFFFFF            # Integer.MAX_VALUE: the size field of a filler unit (holds a place, no message)
 _UNIT = struct.Struct(">qiq")
-CQ_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+CQ_UNIT_DTYPE = [("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")]   # numpy takes the fields as a dtype
 
 def encode_unit(offset: int, size: int, tags_code: int) -> bytes:
     "One 20-byte consume-queue unit."
@@ -31,8 +30,9 @@ def encode_unit(offset: int, size: int, tags_code: int) -> bytes:
 # %% ../book/05_dispatch.ipynb #c4f3e3a1
 FILLER_UNIT = encode_unit(0, FILLER_SIZE, 0)
 
-def valid_units(units: np.ndarray, chunk: int = 1 << 14) -> int:
+def valid_units(units: "np.ndarray", chunk: int = 1 << 14) -> int:
     "How many units from the start are valid (offset >= 0 and size > 0) before the first invalid one."
+    import numpy as np
     for a in range(0, len(units), chunk):        # in chunks: a mostly empty file is not read whole
         u = units[a:a + chunk]
         bad = (u["offset"] < 0) | (u["size"] <= 0)
@@ -91,7 +91,8 @@ class ConsumeQueue:
         return (f"ConsumeQueue({self.topic}-{self.queue_id}, offsets=[{self.min_offset_in_queue}, "
                 f"{self.max_offset_in_queue}), files={len(self.mfq.files)}, max_phy={self.max_physic_offset})")
 
-    def _file_units(self, mf, upto=None) -> np.ndarray:
+    def _file_units(self, mf, upto=None) -> "np.ndarray":
+        import numpy as np
         upto = mf.wrote_position if upto is None else upto
         return np.frombuffer(bytes(mf._mm[:upto]), dtype=CQ_UNIT_DTYPE)
 
@@ -138,8 +139,9 @@ class ConsumeQueue:
         mf = self.mfq.find_by_offset(pos)
         return _UNIT.unpack(mf.read(pos - mf.file_from_offset, CQ_STORE_UNIT_SIZE))
 
-    def units(self, cq_offset: int, max_count: int) -> np.ndarray:
+    def units(self, cq_offset: int, max_count: int) -> "np.ndarray":
         "Up to max_count units from a queue offset, within one file (a copy)."
+        import numpy as np
         if not self.min_offset_in_queue <= cq_offset < self.max_offset_in_queue:
             return np.zeros(0, CQ_UNIT_DTYPE)
         pos = cq_offset * CQ_STORE_UNIT_SIZE
@@ -150,6 +152,7 @@ class ConsumeQueue:
 
     def _last_real_unit(self):
         "(offset, size) of the last unit that is not a filler, or None."
+        import numpy as np
         for mf in reversed(self.mfq.files):
             u = self._file_units(mf)
             real = np.flatnonzero(u["size"] != FILLER_SIZE)
@@ -164,6 +167,7 @@ class ConsumeQueue:
 
     def recover(self) -> int:
         "Find where the valid units end, from the third-last file on; drop the rest (RocketMQ's ConsumeQueue.recover)."
+        import numpy as np
         files = self.mfq.files
         if not files:
             return self.max_physic_offset
@@ -199,6 +203,7 @@ class ConsumeQueue:
     def mend(self, offsets, sizes, tags_codes, cq_offsets) -> int:
         """Rewrite the units this queue holds at `cq_offsets` that disagree with the records claiming them
     (offset, size, tags code), fillers left alone; force what changed. Returns how many were rewritten."""
+        import numpy as np
         want = np.empty(len(cq_offsets), CQ_UNIT_DTYPE)
         want["offset"], want["size"], want["tags_code"] = offsets, sizes, tags_codes
         qo = np.asarray(cq_offsets, np.int64)
@@ -221,6 +226,7 @@ class ConsumeQueue:
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         "Drop every unit of a record at or after `phy_offset` (the commit log was cut there)."
+        import numpy as np
         while self.mfq.files:
             mf = self.mfq.files[-1]
             u = self._file_units(mf, self.file_size)
@@ -242,6 +248,7 @@ class ConsumeQueue:
 
     def correct_min_offset(self, phy_min_offset: int) -> None:
         "Set the first readable unit: the first real unit whose record is still in the commit log."
+        import numpy as np
         for mf in self.mfq.files:
             u = self._file_units(mf)
             hit = np.flatnonzero((u["offset"] >= phy_min_offset) & (u["size"] > 0) & (u["size"] != FILLER_SIZE))

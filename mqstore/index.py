@@ -9,7 +9,6 @@ __all__ = ['INDEX_HEADER_SIZE', 'HASH_SLOT_SIZE', 'INDEX_ENTRY_SIZE', 'INVALID_I
 import os, struct, time
 from dataclasses import dataclass, field
 from pathlib import Path
-import numpy as np
 from .errors import ConfigError, CorruptFileError, QueryError
 from .mapped_file import MappedFile, check_size
 from .message import java_string_hash, transaction_type, TRANSACTION_ROLLBACK_TYPE
@@ -22,7 +21,7 @@ MAX_MSGS_NUM_BATCH = 64
 _INT_MAX = 0x7FFFFFFF
 _HEADER = struct.Struct(">qqqqii")
 _ENTRY = struct.Struct(">iqii")
-ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
+ENTRY_DTYPE = [("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")]   # a numpy dtype
 
 # %% ../book/06_index.ipynb #513d1377
 def index_file_size(slot_num: int, index_num: int) -> int:
@@ -174,13 +173,15 @@ class IndexFile:
         b, e = self._begin_ts, self._end_ts
         return (begin < b and end > e) or b <= begin <= e or b <= end <= e
 
-    def entries(self, upto: int | None = None) -> np.ndarray:
+    def entries(self, upto: int | None = None) -> "np.ndarray":
         "A copy of entries 1 .. indexCount-1 as a structured array."
+        import numpy as np
         upto = self._count if upto is None else upto
         raw = bytes(self._mm[self._entries_at + INDEX_ENTRY_SIZE:self._entries_at + upto * INDEX_ENTRY_SIZE])
         return np.frombuffer(raw, dtype=ENTRY_DTYPE)
 
-    def slots(self) -> np.ndarray:
+    def slots(self) -> "np.ndarray":
+        import numpy as np
         return np.frombuffer(bytes(self._mm[INDEX_HEADER_SIZE:self._entries_at]), dtype=">i4")
 
     def flush(self):

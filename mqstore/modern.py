@@ -23,13 +23,13 @@ __all__ = ['CRC_PROPERTY', 'COMPRESSION_NAMES', 'CODECS', 'PROPERTY_CRC32', 'CRC
 import re, contextvars
 from contextlib import contextmanager
 from pathlib import Path
-import numpy as np
 from .config import StoreConfig
 from .structures import (ROOT_ENTRIES, STRUCTURES, SYSTEM_TOPICS, LMQ_PREFIX, _add, root_structures,
     folder_structures, MAINTAINED, WHY_REFUSED, ACTIONS, DETAIL_RULES, refusal_reason, maintenance_note,
     READ_BY_MQSTORE, skipped_line, format_structures)    # the sections above: `inspect` reads them without numpy
-def _rows_holding(buf, rows, needle: bytes, field: str = "props") -> np.ndarray:
+def _rows_holding(buf, rows, needle: bytes, field: str = "props") -> "np.ndarray":
     "Indices of the scanned `rows` whose `field` span (props or topic) holds `needle`."
+    import numpy as np
     if not len(rows):
         return np.zeros(0, np.int64)
     end = int(rows["offset"][-1] + rows["total_size"][-1])       # not the zeros after the log
@@ -44,8 +44,9 @@ def _rows_holding(buf, rows, needle: bytes, field: str = "props") -> np.ndarray:
     ok = (i >= 0) & (hits + len(needle) <= pos[np.maximum(i, 0)] + size[np.maximum(i, 0)])
     return np.unique(i[ok])
 
-def _topic_rows(buf, rows, topic: bytes) -> np.ndarray:
+def _topic_rows(buf, rows, topic: bytes) -> "np.ndarray":
     "A boolean per scanned row: its topic is exactly `topic` (only the rows of that topic length are read)."
+    import numpy as np
     found = np.zeros(len(rows), bool)
     same = np.flatnonzero(rows["topic_len"] == len(topic))
     if len(same):
@@ -58,8 +59,9 @@ def _topic_rows(buf, rows, topic: bytes) -> np.ndarray:
 # %% ../book/14_modern_stores.ipynb #01841637
 CRC_PROPERTY = b"__CRC32#\x01"            # MessageConst.PROPERTY_CRC32, then 10 digits and \x02
 
-def crc_rows(buf, rows) -> np.ndarray:
+def crc_rows(buf, rows) -> "np.ndarray":
     "A boolean per row: its properties end with `__CRC32#` and ten digits (MessageExtEncoder's CRC)."
+    import numpy as np
     if not len(rows):
         return np.zeros(0, bool)
     data = np.frombuffer(buf, np.uint8)
@@ -75,7 +77,6 @@ def crc_rows(buf, rows) -> np.ndarray:
 
 # %% ../book/14_modern_stores.ipynb #c13a0014
 from .message import decode_properties, COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, INNER_BATCH_FLAG
-
 COMPRESSION_NAMES = {0x000: "zlib (4.x, no type bits)", 0x300: "zlib", 0x100: "lz4", 0x200: "zstd"}
 _MULTI = b"INNER_MULTI_DISPATCH\x01"    # the property's name and its separator
 
@@ -106,6 +107,7 @@ def counted_facts(buf, kinds: dict, crc: int, batch: int, multi: list, topics: l
 
 def rows_facts(buf, rows) -> dict:
     "{structure: facts} of the scanned `rows` of `buf`."
+    import numpy as np
     flags = rows["sys_flag"].astype(np.int64)
     kinds = flags[(flags & COMPRESSED_FLAG) != 0] & COMPRESSION_TYPE_MASK
     multi = _rows_holding(buf, rows, _MULTI)
@@ -150,12 +152,12 @@ def window_facts(buf, window: int):
 def record_structures(root, config: StoreConfig | None = None, window: int = 16 << 20) -> tuple:
     """What the records of every segment say, read through read-only maps: ({structure: facts},
     {"segments": segments read, "records": records counted})."""
-    from mqstore.auditing import mapped_segment
     found, records, segments = {}, 0, 0
     for folder in commit_log_folders(root, config):
         for seg in _segments(folder):
             if not seg.stat().st_size:
                 continue
+            from mqstore.auditing import mapped_segment     # a log with bytes to read: chapter 12's map
             with mapped_segment(seg) as buf:        # chapter 12's read-only map: a view that lingers
                 for facts, n in window_facts(buf, window):   # does not fail the close
                     records += n
@@ -359,6 +361,7 @@ class WindowBytes:
     """`find(needle, a, b)` over a window's view `buf`, in C and without a copy: the find of the map (or
     bytes) the view is cut from, shifted to the view's start; over a copy when that object has none."""
     def __init__(self, buf):
+        import numpy as np
         owner = buf.obj
         if isinstance(owner, (bytes, bytearray, mmap.mmap)) and buf.ndim == 1 and buf.itemsize == 1 and len(buf):
             start = np.frombuffer(buf, np.uint8).ctypes.data - np.frombuffer(owner, np.uint8).ctypes.data
@@ -369,7 +372,7 @@ class WindowBytes:
         at = self.owner.find(needle, self.at + a, self.at + b)
         return at - self.at if at >= 0 else -1
 
-def window_rows_holding(w, needle: bytes) -> np.ndarray:
+def window_rows_holding(w, needle: bytes) -> "np.ndarray":
     "`_rows_holding` of a verify window: the compiled search of the properties alone (10.3), else the map's find."
     from mqstore.fast.recovery import rows_holding
     got = rows_holding(w.buf, w.headers, needle)
@@ -378,6 +381,7 @@ def window_rows_holding(w, needle: bytes) -> np.ndarray:
 # %% ../book/14_modern_stores.ipynb #8bb307f0
 def record_problems(w) -> list:
     "verify's record checks of a scrub window: __CRC32# where a record carries it, compressed bodies."
+    import numpy as np
     out, h = [], w.headers
     if not len(h):
         return out
@@ -468,11 +472,9 @@ def inner_messages(body: bytes) -> list:
     return out
 
 # %% ../book/14_modern_stores.ipynb #0601dcbd
-import numpy as np
-
 BCQ_UNIT_SIZE = 46
-BCQ_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8"), ("store_time", ">i8"),
-                           ("base", ">i8"), ("batch", ">i2"), ("compacted", ">i4"), ("reserved", ">i4")])
+BCQ_UNIT_DTYPE = [("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8"), ("store_time", ">i8"),   # numpy
+                  ("base", ">i8"), ("batch", ">i2"), ("compacted", ">i4"), ("reserved", ">i4")]      # dtype fields
 _BCQ_UNIT = struct.Struct(">qiqqqhii")
 BCQ_INVALID_POS = -1            # BatchConsumeQueue.INVALID_POS: what fills the compacted offset
 
@@ -504,8 +506,9 @@ class BatchConsumeQueue:
         self.mfq = MappedFileQueue(Path(folder), self.file_size)
         self.max_physic_offset = -1          # offset of the last record with a unit (maxMsgPhyOffsetInCommitLog)
 
-    def all_units(self) -> np.ndarray:
+    def all_units(self) -> "np.ndarray":
         "Every unit up to the valid end (a copy, big-endian as on disk)."
+        import numpy as np
         return np.frombuffer(b"".join(mf.read(0, mf.read_position) for mf in self.mfq.files), BCQ_UNIT_DTYPE)
 
     @property
@@ -523,6 +526,7 @@ class BatchConsumeQueue:
                 f"{self.max_offset_in_queue}), units={len(self.all_units())}, files={len(self.mfq.files)})")
 
     def load(self, read_only: bool = False) -> "BatchConsumeQueue":
+        import numpy as np
         load_read_only(self.mfq) if read_only else self.mfq.load()
         end = self.mfq.min_offset
         for mf in self.mfq.files:
@@ -550,6 +554,7 @@ class BatchConsumeQueue:
 
     def truncate_dirty(self, phy_offset: int) -> None:
         "Drop the units of records at or after `phy_offset`."
+        import numpy as np
         u = self.all_units()
         keep = int(np.searchsorted(u["offset"], phy_offset)) if len(u) else 0
         if keep < len(u):
@@ -561,6 +566,7 @@ class BatchConsumeQueue:
 
     def unit_for(self, offset: int):
         "The unit that serves queue offset `offset` (the last whose base is <= it), or None."
+        import numpy as np
         u = self.all_units()
         i = int(np.searchsorted(u["base"], offset, side="right")) - 1
         if i < 0 or offset >= self.max_offset_in_queue:
@@ -569,8 +575,9 @@ class BatchConsumeQueue:
 
 # %% ../book/14_modern_stores.ipynb #ed9c2501
 
-def valid_batch_units(units: np.ndarray) -> int:
+def valid_batch_units(units: "np.ndarray") -> int:
     "How many units from the start are real (BatchConsumeQueue.recover's test)."
+    import numpy as np
     ok = (units["offset"] >= 0) & (units["size"] > 0) & (units["base"] >= 0) & (units["batch"] > 0)
     return len(ok) if ok.all() else int(np.argmin(ok))
 
@@ -581,6 +588,7 @@ from .message import tags_code as _tags_code
 
 def get_batch_messages(commit_log, q, offset: int, max_count: int = 32, tags=None):
     "DefaultMessageStore.getMessage on a BatchConsumeQueue: whole batches, counted by their size."
+    import numpy as np
     wanted = parse_subscription(tags)
     codes = None if wanted is None else {_tags_code(t) for t in wanted}
     res = _range_result(q, offset)
@@ -617,6 +625,7 @@ def batch_topics(root) -> list:
 
 def inner_batch_topics(root, config) -> set:
     "Topics of the log's records that carry INNER_BATCH_FLAG (a read-only scan of every segment)."
+    import numpy as np
     from mqstore.fast.dispatch import scan_decode_segment   # chapter 10.2: loaded only when needed
     mfq = MappedFileQueue(Path(root) / "commitlog", config.commit_log_file_size)
     found = set()
@@ -768,6 +777,7 @@ class BatchQueues:
         return want
 
     def scrub(self, store, report) -> None:
+        import numpy as np
         want, root = self.expected_units(store.commit_log), store.root
         for t in sorted(self.topics):
             if (root / "consumequeue" / t).exists():
@@ -947,6 +957,7 @@ class LightQueueCheck:
 
     def window(self, w) -> None:
         "The records of one of verify's windows (chapter 13) that name light queues or are in one."
+        import numpy as np
         from mqstore.fast.dispatch import property_spans   # chapter 10.2: loaded only when needed
         h, b = w.headers, w.batch
         length = np.full(len(h), -1, np.int64)       # no properties hold the name's bytes: no record has it
@@ -1003,7 +1014,6 @@ class LightQueueCheck:
                 del table[key]
 
 # %% ../book/14_modern_stores.ipynb #98323526
-import numpy as np
 from .message import decode_properties
 
 # %% ../book/14_modern_stores.ipynb #c0fd6542
@@ -1054,6 +1064,7 @@ from .mapped_file_queue import MappedFileQueue
 
 def multi_dispatch_records(root, config):
     "Yield (offset, topic, sys_flag, properties) of every record of the log that carries INNER_MULTI_DISPATCH."
+    import numpy as np
     from mqstore.fast.records import scan_segment   # chapter 10.1: loaded only when needed
     from mqstore.fast.dispatch import property_spans
     mfq = MappedFileQueue(Path(root) / "commitlog", config.commit_log_file_size).load(read_only=True)
@@ -1266,12 +1277,12 @@ def config_for_store(root, conf) -> StoreConfig:
     return files
 
 # %% ../book/14_modern_stores.ipynb #cd4950a8
-import numpy as np
 from .errors import DelayLevelsUnknownError
 from .message import SCHEDULE_TOPIC
 
 def delayed_records(root, config: StoreConfig | None = None) -> int:
     "How many records of the log are in SCHEDULE_TOPIC_XXXX (a read-only scan of their topics)."
+    import numpy as np
     from mqstore.auditing import store_segments, mapped_segment   # chapter 12: the log's segments, mapped
     from mqstore.fast.dispatch import scan_topic_ids   # chapter 10.2: loaded only when needed
     from mqstore.fast.records import scan_segment   # chapter 10.1: loaded only when needed

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from .consume_queue import FILLER_SIZE, CQ_STORE_UNIT_SIZE
 from .fast.dispatch import scan_decode_segment
-from .index import ENTRY_DTYPE, index_keys_of
+from .index import ENTRY_DTYPE, INDEX_ENTRY_SIZE, index_keys_of
 from .message import (RecordStatus, check_record, TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE,
                              TRANSACTION_ROLLBACK_TYPE)
 from .recovery import RecoveryStarted
@@ -168,7 +168,7 @@ class QueueCursor:
 
 def _index_stream(f):
     "The entries 1 .. count-1 of one index file as a RowStream (copies of SCRUB_CHUNK entries, pages given back)."
-    at, size = f._entries_at, ENTRY_DTYPE.itemsize
+    at, size = f._entries_at, INDEX_ENTRY_SIZE
     def read(pos, count):
         a, b = at + pos * size, at + (pos + count) * size
         rows = np.frombuffer(bytes(f._mm[a:b]), ENTRY_DTYPE)

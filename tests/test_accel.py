@@ -202,8 +202,8 @@ def _non_ascii_rows_stay_compiled():
     cols = dispatch._decode_columns(len(h), 4 * len(h) + 64)
     tid, codes, tags_wide, vs, vl, keys, key_hash, key_units, nk = cols
     K.decode_records(np.frombuffer(bytes(buf), np.uint8), h["topic_pos"].astype(np.int64), h["topic_len"].astype(np.int64),
-                     h["props_pos"].astype(np.int64), h["props_len"].astype(np.int64), dispatch._WANTED_BYTES,
-                     dispatch._WANTED_AT, *cols, *dispatch._topic_table())
+                     h["props_pos"].astype(np.int64), h["props_len"].astype(np.int64), *dispatch._wanted_tables()[:2],
+                     *cols, *dispatch._topic_table())
     assert not tags_wide.any() and int(nk[0]) == 4 * len(msgs) and (key_units[:int(nk[0])] >= 0).all()
     same_batch(decode_segment_batch(bytes(buf), h, True), decode_segment_batch(bytes(buf), h, True, compiled=False))
     at = bytes(buf).index("键3".encode())                     # CRC covers the body only: the record stays valid

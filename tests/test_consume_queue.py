@@ -15,7 +15,7 @@ def make_q(tmp_path, units=4):
 
 def test_unit_layout():
     assert encode_unit(4629, 210, 2598921).hex() == "0000000000001215000000d2000000000027a809"
-    assert FILLER_UNIT == encode_unit(0, 0x7FFFFFFF, 0) and CQ_UNIT_DTYPE.itemsize == 20
+    assert FILLER_UNIT == encode_unit(0, 0x7FFFFFFF, 0) and np.dtype(CQ_UNIT_DTYPE).itemsize == 20
     u = np.frombuffer(encode_unit(1, 2, 3) + FILLER_UNIT + bytes(20) + encode_unit(5, 6, 7), CQ_UNIT_DTYPE)
     assert valid_units(u) == 2
 

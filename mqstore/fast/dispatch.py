@@ -11,7 +11,6 @@ __all__ = ['MIN_BATCH_BYTES', 'REPLACES', 'GATHER_BYTES', 'GATHER_S', 'append_ru
 to the consume-queue and index builders; `dispatch_range_fast` replaces chapter 5's `dispatch_range`."""
 from dataclasses import dataclass, field
 from functools import partial
-import numpy as np
 from ..message import (cq_tags_code, RecordStatus, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_TAGS,
                              SCHEDULE_TOPIC, TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE,
                              TRANSACTION_ROLLBACK_TYPE)
@@ -32,6 +31,7 @@ def append_run(q: ConsumeQueue, data: bytes, end: int) -> None:
 
 def put_bulk(q: ConsumeQueue, offsets, sizes, tags_codes, cq_offsets) -> int:
     "Append many units (commit-log order) with the bytes `put` would write; return how many."
+    import numpy as np
     offsets, sizes = np.asarray(offsets, np.int64), np.asarray(sizes, np.int64)
     tags_codes, cq_offsets = np.asarray(tags_codes, np.int64), np.asarray(cq_offsets, np.int64)
     keep = offsets + sizes > q.max_physic_offset
@@ -58,6 +58,7 @@ _INV31 = pow(31, -1, 1 << 32)
 
 def _rows_of(data, a, w: int):
     "The w bytes from each start in `a`, as rows: a strided view (one short copy per row), clipped at the end."
+    import numpy as np
     if int(a.max()) + w <= len(data):
         return np.lib.stride_tricks.as_strided(data, (len(data) - w + 1, w), (1, 1), writeable=False)[a]
     return data[np.minimum(a[:, None] + np.arange(w), len(data) - 1)]
@@ -67,6 +68,7 @@ def _separator_positions(data, pp, pe, wide: int = 512, chunk: int = 1 << 15):
 
     Properties of up to `wide` bytes are read as rows of a strided view and searched as a
     matrix; longer ones (rare) one by one."""
+    import numpy as np
     plen = pe - pp
     found = []
     small = np.flatnonzero(plen <= wide)
@@ -92,6 +94,7 @@ def _separator_positions(data, pp, pe, wide: int = 512, chunk: int = 1 << 15):
 # %% ../../book/10b_fast_dispatch.ipynb #9d82c4bd
 def _property_pieces(data, pp, pe):
     "(start, end, position of the first \\x01, well-formed?, record) of every property piece of every record."
+    import numpy as np
     s1, s2 = _separator_positions(data, pp, pe)
     starts = np.sort(np.concatenate([pp, s2 + 1]))          # every piece, of every record
     ends = np.sort(np.concatenate([s2, pe]))
@@ -114,6 +117,7 @@ def property_spans(buf, headers, names) -> dict:
     """{name: (start, length)} of each property's value for every record (length -1: absent or empty).
 
     The same values as `decode_properties` on each record, found with numpy over the whole buffer."""
+    import numpy as np
     n = len(headers)
     out = {name: (np.zeros(n, np.int64), np.full(n, -1, np.int64)) for name in names}
     if n == 0:
@@ -142,8 +146,9 @@ def property_spans(buf, headers, names) -> dict:
     return out
 
 # %% ../../book/10b_fast_dispatch.ipynb #b0426d93
-def _horner_hashes(grid, k) -> np.ndarray:
+def _horner_hashes(grid, k) -> "np.ndarray":
     "Java hashes (uint32) of the rows of `grid` (uint32, zero-padded), row i having k[i] real columns."
+    import numpy as np
     w = grid.shape[1]
     h = np.zeros(len(grid), np.uint32)
     for j in range(w):
@@ -152,11 +157,12 @@ def _horner_hashes(grid, k) -> np.ndarray:
     inv = np.array([pow(_INV31, e, 1 << 32) for e in range(w + 1)], np.uint64)
     return ((h.astype(np.uint64) * inv[w - k]) & 0xFFFFFFFF).astype(np.uint32)
 
-def span_java_hashes(buf, start, length, chunk: int = 1 << 16, wide=None) -> np.ndarray:
+def span_java_hashes(buf, start, length, chunk: int = 1 << 16, wide=None) -> "np.ndarray":
     """Java String.hashCode (int64, as int32 values) of the UTF-8 strings at the spans; 0 where length <= 0.
 
     Spans that are not ASCII are hashed from their decoded text; their indexes are appended
     to the list `wide` when one is given."""
+    import numpy as np
     start, length = np.asarray(start, np.int64), np.asarray(length, np.int64)
     out = np.zeros(len(start), np.int64)
     todo = np.flatnonzero(length > 0)
@@ -191,6 +197,7 @@ def scan_property(buf, headers, name: str) -> list:
 
 def scan_topic_ids(buf, headers):
     "(topic id per record, list of topic names): records grouped by topic without decoding each."
+    import numpy as np
     n = len(headers)
     if n == 0:
         return np.zeros(0, np.int64), []
@@ -210,14 +217,14 @@ def scan_topic_ids(buf, headers):
 @dataclass
 class SegmentBatch:
     "The decoded columns of a scanned segment that dispatch needs (one row per record)."
-    headers: np.ndarray
-    topic_ids: np.ndarray
+    headers: "np.ndarray"
+    topic_ids: "np.ndarray"
     topics: list
-    tags_codes: np.ndarray
+    tags_codes: "np.ndarray"
     keys: list | None                       # KEYS per record (None: not asked for, strings=False)
     uniq_keys: list | None
-    index_rows: np.ndarray | None = None    # the record of every index key, in the order build_index puts them
-    index_hashes: np.ndarray | None = None  # and its hash (chapter 6's index_key_hash of "topic#key")
+    index_rows: "np.ndarray | None" = None    # the record of every index key, in the order build_index puts them
+    index_hashes: "np.ndarray | None" = None  # and its hash (chapter 6's index_key_hash of "topic#key")
     delays: dict = field(default_factory=dict)   # row -> DELAY level of each SCHEDULE_TOPIC_XXXX record
 
 # %% ../../book/10b_fast_dispatch.ipynb #d5c0a7e1
@@ -237,6 +244,7 @@ def _delay_rows(codes, headers, rows, props) -> dict:
 def delivery_codes(batch, delay_levels=DEFAULT_DELAY_LEVELS) -> tuple:
     """(tags codes, unknown rows): the batch's codes with each delayed record's delivery time under
     `delay_levels` (the broker's messageDelayLevel; chapter 14); None: levels unknown, rows marked."""
+    import numpy as np
     unknown = np.zeros(len(batch.tags_codes), bool)
     if not batch.delays or delay_levels == DEFAULT_DELAY_LEVELS:
         return batch.tags_codes, unknown
@@ -251,6 +259,7 @@ def delivery_codes(batch, delay_levels=DEFAULT_DELAY_LEVELS) -> tuple:
 # %% ../../book/10b_fast_dispatch.ipynb #e266bf29
 def _key_pieces(data, start, length):
     "Split spans on single spaces: (span index, piece start, piece length) of the non-empty pieces, in order."
+    import numpy as np
     rows = np.flatnonzero(length > 0)
     a, e = start[rows], start[rows] + length[rows]
     if not len(rows):
@@ -267,6 +276,7 @@ def _key_pieces(data, start, length):
 
 def _index_key_spans(buf, keys_span, uniq_span):
     "(record, start, length) of every index key, in build order: UNIQ_KEY first, then the KEYS pieces."
+    import numpy as np
     data = np.frombuffer(buf, np.uint8)
     try:
         u_rows = np.flatnonzero(uniq_span[1] > 0)
@@ -286,6 +296,7 @@ def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
 
     hash(topic + "#" + key) = hash(topic + "#") * 31^len(key) + hash(key) (mod 2^32), so only the keys'
     own spans of ASCII keys are hashed, and the prefix once per topic; any other key is hashed whole."""
+    import numpy as np
     rows, start, length = _index_key_spans(buf, keys_span, uniq_span)
     wide = []
     kh = span_java_hashes(buf, start, length, wide=wide).astype(np.uint64) & 0xFFFFFFFF
@@ -305,23 +316,32 @@ def index_key_columns(buf, topic_ids, topics, keys_span, uniq_span):
     return rows, h
 
 # %% ../../book/10b_fast_dispatch.ipynb #129f4272
+from functools import cache
 _WANTED = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY)       # rows 0, 1, 2 of the spans
-_WANTED_BYTES = np.frombuffer("".join(_WANTED).encode(), np.uint8)
-_WANTED_AT = np.cumsum([0] + [len(w) for w in _WANTED]).astype(np.int64)
-_POW31 = np.ones(1 << 16, np.uint64)                  # 31^len mod 2^32, len < 2^16:
-_POW31[1:] = np.cumprod(np.full((1 << 16) - 1, 31, np.uint64))   # products wrap mod 2^64,
-_POW31 &= np.uint64(0xFFFFFFFF)                       # and 2^32 divides 2^64
+
+@cache
+def _wanted_tables() -> tuple:
+    "(_WANTED's bytes, where each name starts in them, 31^len mod 2^32 for len < 2^16), built on first use."
+    import numpy as np
+    wanted_bytes = np.frombuffer("".join(_WANTED).encode(), np.uint8)
+    wanted_at = np.cumsum([0] + [len(w) for w in _WANTED]).astype(np.int64)
+    pow31 = np.ones(1 << 16, np.uint64)                   # 31^len mod 2^32, len < 2^16:
+    pow31[1:] = np.cumprod(np.full((1 << 16) - 1, 31, np.uint64))   # products wrap mod 2^64,
+    pow31 &= np.uint64(0xFFFFFFFF)                        # and 2^32 divides 2^64
+    return wanted_bytes, wanted_at, pow31
 
 def _topic_table(distinct: int = 2048):
     """The kernels' table of distinct topics: slots, lengths, their bytes, (count, bytes used).
     Lengths and bytes are only read where a topic was written: left unfilled (a dispatch pass of a
     few records must not clear half a megabyte)."""
+    import numpy as np
     return (np.full((2 * distinct, 2), -1, np.int64), np.empty(distinct, np.int64),
             np.empty(distinct * 256, np.uint8), np.zeros(2, np.int64))
 
 # %% ../../book/10b_fast_dispatch.ipynb #cad82989
 def _decode_columns(cap: int, key_cap: int):
     "Empty outputs of the decode kernels for `cap` rows and `key_cap` index keys (keys: unfilled, written before read; a key's UTF-16 length, -1: not UTF-8)."
+    import numpy as np
     return (np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.bool_),
             np.zeros((3, cap), np.int64), np.full((3, cap), -1, np.int64),
             np.empty((3, key_cap), np.int64), np.empty(key_cap, np.uint32), np.empty(key_cap, np.int64),
@@ -330,6 +350,7 @@ def _decode_columns(cap: int, key_cap: int):
 # %% ../../book/10b_fast_dispatch.ipynb #2b879cbc
 def _table_topics(table):
     "(names in decode_segment_batch's sorted order, old id -> new id) of a filled topic table."
+    import numpy as np
     _, lengths, data, (count, _) = table
     at = np.concatenate([[0], np.cumsum(lengths[:count])])
     raw = [bytes(data[at[j]:at[j + 1]]) for j in range(count)]
@@ -342,6 +363,8 @@ def _table_topics(table):
 # %% ../../book/10b_fast_dispatch.ipynb #a460ef58
 def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, key_units, table, strings):
     "The SegmentBatch of the kernels' columns: topic order, the rows not UTF-8, the keys' full hashes."
+    import numpy as np
+    _WANTED_BYTES, _WANTED_AT, _POW31 = _wanted_tables()
     topics, remap = _table_topics(table)
     ids = remap[tid]
     with memoryview(buf) as mv:
@@ -369,6 +392,8 @@ def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, k
 # %% ../../book/10b_fast_dispatch.ipynb #df091578
 def _decode_compiled(K, buf, headers, strings):
     "decode_segment_batch with the compiled kernel; None when the segment has too many topics."
+    import numpy as np
+    _WANTED_BYTES, _WANTED_AT, _POW31 = _wanted_tables()
     n = len(headers)
     key_cap = 2 * n + int(np.maximum(headers["props_len"], 0).sum()) // 2 + 1
     tid, codes, tags_wide, vs, vl, keys, key_hash, key_units, nk = _decode_columns(n, key_cap)
@@ -392,6 +417,7 @@ def decode_segment_batch(buf, headers, strings: bool = True, compiled: bool | No
     """Topics, tags codes, KEYS and UNIQ_KEY of every record of a `scan_segment` result, and the
     hashes of every index key. With `strings=False`, KEYS and UNIQ_KEY stay spans (no str per record).
     The compiled kernels run when available (see above), unless `compiled=False`."""
+    import numpy as np
     from mqstore.fast.records import compiled_kernels
     K = compiled_kernels() if compiled is not False else None
     batch = None if K is None else _decode_compiled(K, buf, headers, strings)
@@ -422,6 +448,7 @@ class _QueueRuns:
     group continues its queue."""
 
     def __init__(self, h, tags_codes, rows, sort):
+        import numpy as np
         take = lambda column: np.ascontiguousarray(column[rows])[sort]   # strided once, then permuted
         self.offset, self.size = take(h["commit_log_offset"]), take(h["total_size"])
         self.tags, self.qo = np.asarray(tags_codes)[rows][sort], take(h["queue_offset"])
@@ -435,6 +462,7 @@ class _QueueRuns:
 
     def data(self, a: int, b: int) -> bytes:
         "The encoded units of rows a..b-1."
+        import numpy as np
         units = np.empty(b - a, CQ_UNIT_DTYPE)
         units["offset"], units["size"], units["tags_code"] = self.offset[a:b], self.size[a:b], self.tags[a:b]
         return units.tobytes()
@@ -442,6 +470,7 @@ class _QueueRuns:
 # %% ../../book/10b_fast_dispatch.ipynb #80cb4d15
 def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     "Write the units of a whole batch, queue by queue: the bytes per-record dispatch writes."
+    import numpy as np
     h = batch.headers
     tx = h["sys_flag"] & TRANSACTION_ROLLBACK_TYPE           # the two transaction bits
     rows = np.flatnonzero((tx == TRANSACTION_NOT_TYPE) | (tx == TRANSACTION_COMMIT_TYPE))
@@ -453,9 +482,8 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     cuts = np.flatnonzero(np.diff(key)) + 1
     codes, unknown = delivery_codes(batch, getattr(cq_store, "delay_levels", DEFAULT_DELAY_LEVELS))
     if unknown.any():                      # never a guess: the open refused this store (chapter 14)
-        raise ConfigError(f"the delivery time of the delayed record at "
-                          f"{int(h['commit_log_offset'][np.flatnonzero(unknown)[0]])} depends on the "
-                          "broker's messageDelayLevel, which is not known")
+        raise ConfigError(f"the delivery time of the delayed record at {int(h['commit_log_offset'][unknown][0])} "
+                          "depends on the broker's messageDelayLevel, which is not known")
     runs = _QueueRuns(h, codes, rows, sort)
     written, last = 0, -1
     for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
@@ -484,6 +512,8 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
 def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chunk=False):
     """The fused kernel, chunk by chunk (only the first with `one_chunk`): (headers, where, why, decode columns,
     table), or None (too many topics)."""
+    import numpy as np
+    _WANTED_BYTES, _WANTED_AT, _POW31 = _wanted_tables()
     from mqstore.fast.records import SCAN_DTYPE, _chunk_rows, _rows_from_columns
     data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(1, np.uint8)
     table, parts, pos, why = _topic_table(), [], start, 3
@@ -533,6 +563,7 @@ def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_ba
 def _dispatch_rows(buf, base: int, pos: int, limit: int, bulk) -> tuple:
     """Scan and decode buf[pos:limit] a chunk of rows at a time; hand each chunk's clean prefix to every
     bulk dispatcher: (stop, rows)."""
+    import numpy as np
     count = 0
     while True:
         headers, stop, status, batch = scan_decode_segment(buf, pos, end=limit, one_chunk=True)

@@ -5,14 +5,14 @@ __all__ = ['REPLACES', 'put_index_bulk', 'java_string_hashes', 'index_key_hashes
 
 # %% ../../book/10b_fast_dispatch.ipynb #5f4344c6
 """The index of many keys at once (chapter 10.2): the bytes chapter 6's IndexService writes key by key."""
-import numpy as np
 from ..index import (IndexFile, IndexService, INDEX_HEADER_SIZE, INDEX_ENTRY_SIZE, INVALID_INDEX,
                            ENTRY_DTYPE, _INT_MAX, time_diff_seconds, index_keys_of, index_key_hash)
 from ..message import java_string_hash, TRANSACTION_ROLLBACK_TYPE
 
 # %% ../../book/10b_fast_dispatch.ipynb #ef8638a9
-def _bulk_links(slot_of: np.ndarray, numbers: np.ndarray, slots: np.ndarray, count: int):
+def _bulk_links(slot_of: "np.ndarray", numbers: "np.ndarray", slots: "np.ndarray", count: int):
     "prev of every new entry, the new head of every touched slot, and how many slots were empty."
+    import numpy as np
     m = len(slot_of)
     order = np.argsort(slot_of, kind="stable")
     s_sorted, n_sorted = slot_of[order], numbers[order]
@@ -26,8 +26,9 @@ def _bulk_links(slot_of: np.ndarray, numbers: np.ndarray, slots: np.ndarray, cou
     tail = np.ones(m, bool); tail[:-1] = s_sorted[1:] != s_sorted[:-1]
     return prev, s_sorted[tail], n_sorted[tail], int((old == INVALID_INDEX).sum())
 
-def _bulk_diffs(ts: np.ndarray, begin: int, count: int) -> np.ndarray:
+def _bulk_diffs(ts: "np.ndarray", begin: int, count: int) -> "np.ndarray":
     "timeDiff of every new entry, the first entry's quirk included."
+    import numpy as np
     first = time_diff_seconds(int(ts[0]), begin) if count <= 1 else None
     if count <= 1:                      # the first entry is timed against the carried-over begin
         begin = int(ts[0])
@@ -38,8 +39,9 @@ def _bulk_diffs(ts: np.ndarray, begin: int, count: int) -> np.ndarray:
     return diffs
 
 # %% ../../book/10b_fast_dispatch.ipynb #b16de907
-def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
+def _bulk_fill(f: IndexFile, h: "np.ndarray", phy: "np.ndarray", ts: "np.ndarray") -> None:
     "Put len(h) keys (they must fit) into `f` at once; the same bytes as put_hash one by one."
+    import numpy as np
     m = len(h)
     if m == 0:
         return
@@ -67,6 +69,7 @@ def _bulk_fill(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> 
 # %% ../../book/10b_fast_dispatch.ipynb #70d0caf0
 def put_index_bulk(index: IndexService, key_hashes, phy_offsets, store_timestamps) -> int:
     "Put many (hash, offset, time) triples, commit-log order, the same bytes as put_key one by one."
+    import numpy as np
     h = np.asarray(key_hashes, np.int64); phy = np.asarray(phy_offsets, np.int64)
     ts = np.asarray(store_timestamps, np.int64)
     if len(phy) and (np.diff(phy) < 0).any():
@@ -85,7 +88,8 @@ def put_index_bulk(index: IndexService, key_hashes, phy_offsets, store_timestamp
     return done
 
 # %% ../../book/10b_fast_dispatch.ipynb #eb2a716f
-def _hash_chunk(strings) -> np.ndarray:
+def _hash_chunk(strings) -> "np.ndarray":
+    import numpy as np
     lengths = np.fromiter(map(len, strings), np.int64, len(strings))
     units = np.frombuffer("".join(strings).encode("utf-16-be"), dtype=">u2")
     if len(units) != lengths.sum():        # astral characters take two UTF-16 code units
@@ -101,14 +105,16 @@ def _hash_chunk(strings) -> np.ndarray:
         h += grid[:, j]
     return h.view(np.int32)
 
-def java_string_hashes(strings, chunk: int = 1 << 16) -> np.ndarray:
+def java_string_hashes(strings, chunk: int = 1 << 16) -> "np.ndarray":
     "Java String.hashCode of many strings at once (int32 array), vectorised with numpy."
+    import numpy as np
     strings = list(strings)
     parts = [_hash_chunk(strings[i:i + chunk]) for i in range(0, len(strings), chunk)]
     return np.concatenate(parts) if parts else np.zeros(0, np.int32)
 
-def index_key_hashes(keys) -> np.ndarray:
+def index_key_hashes(keys) -> "np.ndarray":
     "index_key_hash of many keys (int64 array >= 0)."
+    import numpy as np
     h = java_string_hashes(keys).astype(np.int64)
     h = np.abs(h)
     h[h == 1 << 31] = 0
@@ -117,6 +123,7 @@ def index_key_hashes(keys) -> np.ndarray:
 # %% ../../book/10b_fast_dispatch.ipynb #64ec28a8
 def build_index_bulk(index: IndexService, batch) -> int:
     "Index a whole decoded segment (a SegmentBatch): the bytes build_index writes, record by record."
+    import numpy as np
     h = batch.headers
     column = lambda name: np.ascontiguousarray(h[name]).astype(np.int64, copy=False)
     if getattr(batch, "index_hashes", None) is not None:   # hashed while decoding: no strings
@@ -139,6 +146,7 @@ def build_index_bulk(index: IndexService, batch) -> int:
 # %% ../../book/10b_fast_dispatch.ipynb #523d5b7d
 def _bulk_fill_compiled(K, f: IndexFile, h, phy, ts) -> None:
     "`_bulk_fill` with the compiled kernel: the same entries, slots and header."
+    import numpy as np
     count = f._count
     assert count + len(h) <= f.index_num
     m = np.frombuffer(f._mm, np.uint8)

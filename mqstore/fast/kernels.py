@@ -5,8 +5,16 @@ __all__ = ['scan_records', 'rows_from_columns', 'write_records', 'decode_records
 
 # %% ../../book/10a_fast_records.ipynb #de46c953
 import numpy as np
+import sys
 import llvmlite.binding as llvm
-from numba import njit, types
+_hide = "coverage" not in sys.modules      # numba's import imports coverage (0.1-0.2 s) to report compiled
+if _hide:                                   # lines to a running coverage; one not yet imported is not running:
+    sys.modules["coverage"] = None          # numba sees it missing
+try:
+    from numba import njit, types
+finally:
+    if _hide:
+        sys.modules.pop("coverage", None)
 import isal.isal_zlib               # Intel's ISA-L in a wheel (pip install isal): no compiler needed
 
 # the extension's shared library holds ISA-L and exports crc32_gzip_refl: make it visible to numba
