@@ -66,7 +66,7 @@ class Truncated:
     offset: int
 
 def truncate_commit_log(commit_log, process_offset: int, observer=None) -> None:
-    "Drop the commit log from `process_offset` on, and report how much went."
+    "Drop the commit log from `process_offset` on, and report where it now ends (also when nothing went)."
     mfq = commit_log.mfq
     mfq.truncate_dirty_files(process_offset)
     mfq.flushed_where = mfq.committed_where = process_offset

@@ -195,7 +195,8 @@ def _draw_units(ax, row, old, new, reached, gone_from=None):
     ax.plot(old[~gone], np.full((~gone).sum(), row + 0.2), "|", color=KEPT, ms=6, mew=1.2, ls="none")
     ax.plot(old[gone], np.full(gone.sum(), row + 0.2), "|", color=DROPPED, ms=6, mew=1.5, ls="none")
     fresh = written_by_replay(old[~gone], new, reached)
-    ax.plot(fresh, np.full(len(fresh), row - 0.28), color=REDISPATCHED, ls="none", **REPLAY_DOT)
+    ax.plot(fresh, np.full(len(fresh), row - 0.1), color=REDISPATCHED, ls="none", **REPLAY_DOT)
+    ax.axhline(row - 0.5, color="#DDDDDD", lw=0.6, zorder=0)     # the row's lower edge: the dots above it are its own
     return int(gone.sum()), len(fresh)
 
 def written_by_replay(kept, new, reached):
@@ -237,7 +238,7 @@ def draw_recovery_step(ax, sc, upto: int, legend: bool = True, title: bool = Tru
     ticks = [base + i * size for i in range(start.segments + 1)]
     for q, (gone, fresh) in counts.items():          # the strokes and dots counted, right of the rows
         for n, dx, dy, ha, colour, text in ((gone, 0.03, 0.2, "left", DROPPED, f"{gone}"),
-                                            (fresh, 0.31, -0.28, "right", REDISPATCHED, f"+{fresh}")):
+                                            (fresh, 0.31, -0.1, "right", REDISPATCHED, f"+{fresh}")):
             if n:                                     # pink count at the margin's left, orange at its right
                 ax.text(ticks[-1] + size * dx, y[q] + dy, text, color=colour, fontsize=10, va="center", ha=ha,
                         fontweight="bold")
