@@ -103,7 +103,11 @@ def draw_chain_lengths(f, ax=None, title=None):
     expected = [f.slot_num * math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in ks]
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.6))
-    ax.bar(ks, np.bincount(counts, minlength=len(ks))[:len(ks)], color="#56B4E9", label="observed slots")
+    observed = np.bincount(counts, minlength=len(ks))[:len(ks)]
+    ax.bar(ks, observed, color="#56B4E9", label="observed slots")
+    for k, v in zip(ks, observed):                   # the count on each bar: the short ones of the tail too
+        if v:
+            ax.text(k, v, f"{v}", ha="center", va="bottom", fontsize=7)
     ax.plot(ks, expected, "o-", color="#D55E00", ms=4, label=f"binomial n={n}, p=1/{f.slot_num}")
     ax.set_xlabel("chain length (entries in the slot)", fontsize=9); ax.set_ylabel("slots", fontsize=9)
     ax.set_xticks(ks)

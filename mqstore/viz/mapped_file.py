@@ -98,7 +98,7 @@ def draw_pages(mf, ax=None, title=None, per_row: int = 16):
                           (mf.flushed_position, mf.committed_position, "dirty")]:
             if lo < hi and a < hi and b > lo:
                 return k
-        return "flushed" if b <= mf.flushed_position else "free"
+        return "flushed" if a < mf.flushed_position else "free"
     kinds = [kind(p) for p in range(pages)]
     for p, k in enumerate(kinds):
         x, y = p % per_row, rows - 1 - p // per_row

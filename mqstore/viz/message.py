@@ -150,7 +150,7 @@ def draw_size_breakdown(records, labels=None, ax=None, title=None):
         ax.bar(x, share, bottom=bottom, color=color, label=name, width=0.8, edgecolor="#555555", lw=0.3)
         bottom += share
     for xi, t in zip(x, total):
-        ax.text(xi, 101, f"{int(t)}", rotation=90, ha="center", va="bottom", fontsize=8)
+        ax.text(xi, 101, f"{int(t)}", rotation=90, ha="center", va="bottom", fontsize=9)
     ax.set_xticks(x, labels if labels is not None else [str(i) for i in x], rotation=90, fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.set_xlim(-0.7, len(records) - 0.3)
