@@ -106,8 +106,8 @@ def draw_chain_lengths(f, ax=None, title=None):
     observed = np.bincount(counts, minlength=len(ks))[:len(ks)]
     ax.bar(ks, observed, color="#56B4E9", label="observed slots")
     for k, v in zip(ks, observed):                   # the count on each bar: the short ones of the tail too
-        if v:
-            ax.text(k, v, f"{v}", ha="center", va="bottom", fontsize=7)
+        if v:                                        # above the bar and the line's marker, clear of both
+            ax.text(k, max(v, expected[k]) + 0.02 * max(observed), f"{v}", ha="center", va="bottom", fontsize=7)
     ax.plot(ks, expected, "o-", color="#D55E00", ms=4, label=f"binomial n={n}, p=1/{f.slot_num}")
     ax.set_xlabel("chain length (entries in the slot)", fontsize=9); ax.set_ylabel("slots", fontsize=9)
     ax.set_xticks(ks)

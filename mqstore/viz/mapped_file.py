@@ -12,7 +12,7 @@ from ..mapped_file import OS_PAGE_SIZE as OS_PAGE
 COLORS = {"flushed": "#0072B2", "dirty": "#E69F00", "buffered": "#CC79A7", "free": "#EEEEEE"}
 HATCHES = {"flushed": "", "dirty": "//", "buffered": "xx", "free": ""}
 LABELS = {"flushed": "flushed: on disk",
-          "dirty": "committed, not flushed: lost by a power cut",
+          "dirty": "committed, not flushed: at risk in a power cut",
           "buffered": "written, not committed: lost by a crash",
           "free": "free"}
 
