@@ -179,7 +179,7 @@ class ReputService:
         return self.dispatch_behind_bytes() == 0
 
     def stop(self) -> None:
-        "Stop the thread where it is, dispatching nothing more (what a crash does to it)."
+        "Stop the thread after the pass under way, dispatching nothing more (chapter 7's halt uses it)."
         if self._thread is not None:
             self._stop.set()
             self._wake.set()
