@@ -527,7 +527,8 @@ def _open_both_ways(root, cfg):
 def test_every_mix_recovers_a_stale_checkpoint_to_the_same_files(tmp_path, monkeypatch, mix, damage_kind):
     """Each mix of benchmarks/mixes.py (tiny records, long topics, ...), crashed with the empty store's checkpoint
     so that everything is re-dispatched, its last segment maybe torn or flipped: the reference and the fast
-    paths keep the same records and write every file alike, with dispatch chunks of 7 rows too."""
+    paths keep the same records and write every file alike, with dispatch chunks of 7 rows too (each
+    scanned by a second thread while the last one is dispatched)."""
     from mqstore.fast import dispatch as fast_dispatch
     cfg = StoreConfig.small(commit_log_file_size=256 * 1024 if mix != "large" else 8 << 20,
                             max_message_size=4 << 20, consume_queue_units=40)
@@ -541,8 +542,9 @@ def test_every_mix_recovers_a_stale_checkpoint_to_the_same_files(tmp_path, monke
     elif damage_kind == "flip":
         raw[at] ^= 0x04
     segs[-1].write_bytes(bytes(raw))
-    for rows in (1 << 16, 7):
+    for rows, ahead in ((1 << 16, 4 << 20), (7, 0)):         # chunks of 7 rows, the next one scanned meanwhile
         monkeypatch.setattr(fast_dispatch, "DISPATCH_ROWS", rows)
+        monkeypatch.setattr(fast_dispatch, "AHEAD_BYTES", ahead)
         ref, fast = _open_both_ways(tmp_path / "s", cfg)
         assert ref[0] == fast[0] and ref[0][2] is False
         assert ref[1].keys() == fast[1].keys() and any(k.startswith("index") for k in ref[1])
