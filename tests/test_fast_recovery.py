@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from mqstore.commit_log import CommitLog
 from mqstore.config import StoreConfig
@@ -560,29 +560,35 @@ from mqstore.fast.dispatch import _QueueRuns, _mend_run, put_bulk
 import numpy as np
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None)
 @given(st.integers(1, 90), st.integers(0, 100), st.integers(1, 60),
-       st.lists(st.tuples(st.integers(0, 120 * CQ_STORE_UNIT_SIZE), st.integers(0, 255)), max_size=4),
-       st.booleans())
-def test_a_runs_mend_is_chapter_5s_mend(held, first, count, flips, gap):
+       st.lists(st.tuples(st.sampled_from([-1, 0, 0.5, 1, 2]), st.integers(0, 19), st.integers(0, 255)), max_size=3),
+       st.booleans(), st.booleans())
+@example(held=40, first=2, count=10, flips=[(2, 3, 77)], gap=True, alike=True)     # torn past a run with a gap
+@example(held=40, first=2, count=10, flips=[(0.5, 0, 1)], gap=False, alike=False)  # torn in its middle
+def test_a_runs_mend_is_chapter_5s_mend(held, first, count, flips, gap, alike):
     """`_mend_run` (10.2) against ConsumeQueue.mend: the same count, the same queue files, for runs inside,
-    across and past what a queue holds (files of 16 units), over torn units and fillers."""
+    across and past what a queue holds (files of 64 units), with a gap in their offsets or not, over torn
+    bytes in and next to the run, units alike (a unit's bytes need not tell its queue offset) or not."""
     out = []
+    unit = lambda qo: (np.full(len(qo), 100), np.full(len(qo), 50), np.zeros(len(qo), np.int64)) if alike else \
+        (100 + 50 * qo, np.full(len(qo), 50), qo % 7)
     for fast in (False, True):
         with tempfile.TemporaryDirectory() as d:
-            q = ConsumeQueue(Path(d), "T", 0, units_per_file=16)
+            q = ConsumeQueue(Path(d), "T", 0, units_per_file=64)
             qo = np.arange(held, dtype=np.int64)
-            put_bulk(q, 100 + 50 * qo, np.full(held, 50), qo % 7, qo)
-            for at, b in flips:                                   # torn bytes inside the files
-                mf = q.mfq.find_by_offset(at - at % q.file_size) if at < held * CQ_STORE_UNIT_SIZE else None
-                if mf is not None:
-                    mf.write_at(at % q.file_size, bytes([b]))
+            put_bulk(q, *unit(qo), qo)
+            for rel, byte, b in flips:        # torn bytes: before the run, its first, middle, last unit, past it
+                at = (first + {-1: -1, 0: 0, 0.5: count // 2, 1: count - 1, 2: count}[rel]) * CQ_STORE_UNIT_SIZE + byte
+                if 0 <= at < held * CQ_STORE_UNIT_SIZE:
+                    q.mfq.find_by_offset(at - at % q.file_size).write_at(at % q.file_size, bytes([b]))
             run_qo = np.arange(first, first + count, dtype=np.int64)
             if gap and count > 2:
                 run_qo[count // 2:] += 1                          # not one run of offsets
             h = np.zeros(count, [("commit_log_offset", "i8"), ("total_size", "i4"), ("queue_offset", "i8")])
-            h["commit_log_offset"], h["total_size"], h["queue_offset"] = 100 + 50 * run_qo, 50, run_qo
-            runs = _QueueRuns(h, run_qo % 7, np.arange(count), np.arange(count))
+            offsets, sizes, tags = unit(run_qo)
+            h["commit_log_offset"], h["total_size"], h["queue_offset"] = offsets, sizes, run_qo
+            runs = _QueueRuns(h, tags, np.arange(count), np.arange(count))
             n = _mend_run(q, runs, 0, count) if fast else q.mend(runs.offset, runs.size, runs.tags, runs.qo)
             files = {p.name: p.read_bytes() for p in sorted(Path(d).rglob("*")) if p.is_file()}
             q.mfq.close()
