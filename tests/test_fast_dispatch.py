@@ -408,3 +408,26 @@ def test_small_chunks_of_rows_dispatch_what_the_reference_dispatches(tmp_path, m
     ref, fast = _many_files_both_ways(tmp_path)
     assert_same(ref, fast)
     assert len(calls) > 600 // rows                         # many chunks, each its own batch
+
+
+def test_a_failing_dispatcher_fails_alike_while_the_next_chunk_is_scanned(tmp_path, monkeypatch):
+    "The pass with a second thread scanning ahead (AHEAD_BYTES 0, chunks of 5 rows): a dispatcher's error comes out as is."
+    from mqstore.fast.dispatch import dispatch_range_bulk
+    monkeypatch.setattr(fast_dispatch, "AHEAD_BYTES", 0)
+    monkeypatch.setattr(fast_dispatch, "DISPATCH_ROWS", 5)
+    build_log(tmp_path / "log", [Message("T", bytes(i), queue_id=0) for i in range(40)])
+    log = CommitLog(tmp_path / "log", CFG).load()
+    seen = []
+
+    def bulk(batch):
+        seen.append(len(batch.headers))
+        if len(seen) == 3:
+            raise RuntimeError("disk full")
+    try:
+        with accel.fast_paths(True), pytest.raises(RuntimeError, match="disk full"):   # the kernels, chunk by chunk
+            dispatch_range_bulk(log, 0, [], [bulk])
+        assert seen == [5, 5, 5]
+        with accel.fast_paths(True):
+            assert dispatch_range_bulk(log, 0, [], [lambda b: seen.append(len(b.headers))])[1] == 40
+    finally:
+        log.mfq.close()

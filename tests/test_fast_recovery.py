@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from mqstore.commit_log import CommitLog
 from mqstore.config import StoreConfig
@@ -484,3 +484,113 @@ def test_rows_holding_is_chapter_14s_search_on_rocketmq5_logs(vectors5, name):
         assert _rows_holding(WindowBytes(memoryview(seg)[:]), rows, needle).tolist() == want
         got = fast_recovery.rows_holding(seg, rows, needle)
         assert got is None if not accel.enabled() else got.tolist() == want, (name, needle)
+
+
+# ---------------------------------------------------------------- issue 30: every mix, crashed with a stale checkpoint
+import sys as _sys
+
+_sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from mixes import MIXES                                       # noqa: E402
+
+
+def _crash_with_stale_checkpoint(root, msgs, cfg):
+    "A store of `msgs`, closed, then the abort file back and the empty store's checkpoint, as bench_goals does."
+    c = itertools.count()
+    MessageStore.open(root, cfg, clock=lambda: T0 + next(c)).close()
+    stale = (root / "checkpoint").read_bytes()
+    s = MessageStore.open(root, cfg, clock=lambda: T0 + 1000 + next(c))
+    for k in range(0, len(msgs), 50):
+        s.put_batch(msgs[k:k + 50])
+    s.wait_dispatched()
+    s.close()
+    create_abort_file(root)
+    (root / "checkpoint").write_bytes(stale)
+
+
+def _open_both_ways(root, cfg):
+    "(recovered offset, max offset, files) of copies of root opened with the reference and with the fast paths."
+    out = []
+    for fast in (False, True):
+        copy = root.parent / f"{root.name}-{fast}"
+        shutil.copytree(root, copy)
+        with accel.fast_paths(fast):
+            c = itertools.count()
+            store = MessageStore.open(copy, cfg, clock=lambda: T0 + 10**7 + next(c))
+            got = (store.recovered_offset, store.commit_log.max_offset, store.last_exit_ok)
+            store.halt()
+        out.append((got, store_files(copy)))
+    return out
+
+
+@pytest.mark.parametrize("damage_kind", ["none", "torn", "flip"])
+@pytest.mark.parametrize("mix", sorted(MIXES))
+def test_every_mix_recovers_a_stale_checkpoint_to_the_same_files(tmp_path, monkeypatch, mix, damage_kind):
+    """Each mix of benchmarks/mixes.py (tiny records, long topics, ...), crashed with the empty store's checkpoint
+    so that everything is re-dispatched, its last segment maybe torn or flipped: the reference and the fast
+    paths keep the same records and write every file alike, with dispatch chunks of 7 rows too (each
+    scanned by a second thread while the last one is dispatched)."""
+    from mqstore.fast import dispatch as fast_dispatch
+    cfg = StoreConfig.small(commit_log_file_size=256 * 1024 if mix != "large" else 8 << 20,
+                            max_message_size=4 << 20, consume_queue_units=40)
+    msgs = MIXES[mix](4 if mix == "large" else 600, first=1_000_000)
+    _crash_with_stale_checkpoint(tmp_path / "s", msgs, cfg)
+    segs = sorted((tmp_path / "s" / "commitlog").iterdir())
+    raw = bytearray(segs[-1].read_bytes())
+    at = len(raw.rstrip(b"\0")) * 2 // 3
+    if damage_kind == "torn":
+        raw[at:] = bytes(len(raw) - at)
+    elif damage_kind == "flip":
+        raw[at] ^= 0x04
+    segs[-1].write_bytes(bytes(raw))
+    for rows, ahead in ((1 << 16, 4 << 20), (7, 0)):         # chunks of 7 rows, the next one scanned meanwhile
+        monkeypatch.setattr(fast_dispatch, "DISPATCH_ROWS", rows)
+        monkeypatch.setattr(fast_dispatch, "AHEAD_BYTES", ahead)
+        ref, fast = _open_both_ways(tmp_path / "s", cfg)
+        assert ref[0] == fast[0] and ref[0][2] is False
+        assert ref[1].keys() == fast[1].keys() and any(k.startswith("index") for k in ref[1])
+        for name in ref[1]:
+            assert ref[1][name] == fast[1][name], (mix, damage_kind, rows, name)
+        for fast_ in (False, True):
+            shutil.rmtree(tmp_path / f"s-{fast_}")
+
+
+# ---------------------------------------------------------------- issue 30: a replay's mend, a run at a time
+from mqstore.consume_queue import ConsumeQueue, CQ_STORE_UNIT_SIZE
+from mqstore.fast.dispatch import _QueueRuns, _mend_run, put_bulk
+import numpy as np
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 90), st.integers(0, 100), st.integers(1, 60),
+       st.lists(st.tuples(st.sampled_from([-1, 0, 0.5, 1, 2]), st.integers(0, 19), st.integers(0, 255)), max_size=3),
+       st.booleans(), st.booleans())
+@example(held=40, first=2, count=10, flips=[(2, 3, 77)], gap=True, alike=True)     # torn past a run with a gap
+@example(held=40, first=2, count=10, flips=[(0.5, 0, 1)], gap=False, alike=False)  # torn in its middle
+def test_a_runs_mend_is_chapter_5s_mend(held, first, count, flips, gap, alike):
+    """`_mend_run` (10.2) against ConsumeQueue.mend: the same count, the same queue files, for runs inside,
+    across and past what a queue holds (files of 64 units), with a gap in their offsets or not, over torn
+    bytes in and next to the run, units alike (a unit's bytes need not tell its queue offset) or not."""
+    out = []
+    unit = lambda qo: (np.full(len(qo), 100), np.full(len(qo), 50), np.zeros(len(qo), np.int64)) if alike else \
+        (100 + 50 * qo, np.full(len(qo), 50), qo % 7)
+    for fast in (False, True):
+        with tempfile.TemporaryDirectory() as d:
+            q = ConsumeQueue(Path(d), "T", 0, units_per_file=64)
+            qo = np.arange(held, dtype=np.int64)
+            put_bulk(q, *unit(qo), qo)
+            for rel, byte, b in flips:        # torn bytes: before the run, its first, middle, last unit, past it
+                at = (first + {-1: -1, 0: 0, 0.5: count // 2, 1: count - 1, 2: count}[rel]) * CQ_STORE_UNIT_SIZE + byte
+                if 0 <= at < held * CQ_STORE_UNIT_SIZE:
+                    q.mfq.find_by_offset(at - at % q.file_size).write_at(at % q.file_size, bytes([b]))
+            run_qo = np.arange(first, first + count, dtype=np.int64)
+            if gap and count > 2:
+                run_qo[count // 2:] += 1                          # not one run of offsets
+            h = np.zeros(count, [("commit_log_offset", "i8"), ("total_size", "i4"), ("queue_offset", "i8")])
+            offsets, sizes, tags = unit(run_qo)
+            h["commit_log_offset"], h["total_size"], h["queue_offset"] = offsets, sizes, run_qo
+            runs = _QueueRuns(h, tags, np.arange(count), np.arange(count))
+            n = _mend_run(q, runs, 0, count) if fast else q.mend(runs.offset, runs.size, runs.tags, runs.qo)
+            files = {p.name: p.read_bytes() for p in sorted(Path(d).rglob("*")) if p.is_file()}
+            q.mfq.close()
+            out.append((n, files))
+    assert out[0] == out[1]

@@ -44,6 +44,31 @@ def _replay_rows(buf, base: int, headers, observer, on_message) -> None:
             on_message(check_record(buf, off, check_crc=False, read_body=False).message)
 
 
+# %% ../../book/10c_fast_recovery.ipynb #86ab7787
+import struct
+
+def _check_one_segment(buf, base: int, check_crc: bool = True, start: int = 0, end: int | None = None):
+    "`_scan_one_segment` without its rows (None in their place): the same stop, status, reason and event."
+    end = len(buf) if end is None else end
+    K = compiled_kernels()
+    if K is None or end <= 0:
+        return (None,) + _scan_one_segment(buf, base, check_crc, start, end)[1:]
+    data = np.frombuffer(buf, np.uint8, count=end)
+    try:
+        pos, why = K.walk_verdict(data, start, end, base, check_crc)
+    finally:
+        del data                                 # let a map's view be released
+    pos = int(pos)
+    if why == 5:                                 # a record copied from another place or store
+        size, phys = struct.unpack_from(">i", buf, pos)[0], struct.unpack_from(">q", buf, pos + 28)[0]
+        reason = f"PHYSICALOFFSET {phys} is not the record's position {base + pos}"
+        return None, pos, RecordStatus.CORRUPT, reason, RecordChecked(base + pos, size, "OK")
+    if pos >= end:
+        return None, pos, RecordStatus.END, "end of segment", None
+    r = check_record(buf, pos, check_crc=check_crc, read_body=False)     # the reason, in the reference's words
+    return None, pos, r.status, r.reason, RecordChecked(base + pos, r.size, r.status.name)
+
+
 # %% ../../book/10c_fast_recovery.ipynb #d66191cb
 WINDOW_BYTES = 16 << 20                  # a segment is scanned this much at a time
 
@@ -57,12 +82,14 @@ def drop_pages(mm, start: int, end: int) -> None:
     except (OSError, ValueError):       # a closed map, or a kernel without it: only memory is at stake
         pass
 
-def _scan_windows(mf, buf, base: int, check_crc: bool, window: int, start: int = 0, limit: int | None = None):
-    "The `_scan_one_segment` results of buf[start:limit], `window` bytes at a time, pages given back."
+def _scan_windows(mf, buf, base: int, check_crc: bool, window: int, start: int = 0, limit: int | None = None,
+                  rows: bool = True):
+    "The `_scan_one_segment` results of buf[start:limit] (`_check_one_segment`'s without `rows`), a window at a time."
     pos, n, wide = start, len(buf) if limit is None else limit, window
+    scan = _scan_one_segment if rows else _check_one_segment
     while True:
         end = min(n, pos + wide)
-        part = _scan_one_segment(buf, base, check_crc, pos, end)
+        part = scan(buf, base, check_crc, pos, end)
         stop, status = part[1], part[2]
         drop_pages(mf._mm if mf is not None else None, pos, stop)
         yield part
@@ -95,15 +122,15 @@ def _middle_windowed(mf, buf, window: int) -> int:
         del data
     return at if 0 < at < len(buf) else 0
 
-def _scan_windows_split(mf, buf, base: int, check_crc: bool, window: int, split: bool = True):
+def _scan_windows_split(mf, buf, base: int, check_crc: bool, window: int, split: bool = True, rows: bool = True):
     "`_scan_windows` of the segment; with `split`, its second half walked at the same time in another thread."
     mid = _middle_windowed(mf, buf, window) if split else 0
     if not mid:
-        yield from _scan_windows(mf, buf, base, check_crc, window)
+        yield from _scan_windows(mf, buf, base, check_crc, window, rows=rows)
         return
     with ThreadPoolExecutor(1, thread_name_prefix="mqstore-scan") as pool:
-        second = pool.submit(_last, _scan_windows(mf, buf, base, check_crc, window, mid))
-        for part in _scan_windows(mf, buf, base, check_crc, window, 0, mid):
+        second = pool.submit(_last, _scan_windows(mf, buf, base, check_crc, window, mid, rows=rows))
+        for part in _scan_windows(mf, buf, base, check_crc, window, 0, mid, rows=rows):
             yield part
         if part[1] == mid and part[2] is RecordStatus.END:             # the guess was a record start
             yield second.result()
@@ -119,7 +146,7 @@ def walk_segments_fast(mfq, start_index: int, check_crc: bool = True, observer=N
         base = mf.file_from_offset
         with mf.view(0, mf.wrote_position) as buf:
             n = len(buf)
-            parts = _scan_windows_split(mf, buf, base, check_crc, WINDOW_BYTES, split=not replay)
+            parts = _scan_windows_split(mf, buf, base, check_crc, WINDOW_BYTES, not replay, replay)
             try:
                 for headers, pos, status, reason, stopped_by in parts:
                     if replay:
