@@ -221,6 +221,8 @@ def zlib_bodies_ok(buf, rows, picked):
         return None
     if not accel.enabled():
         return None
+    if not len(picked):
+        return np.zeros(0, bool)
     pos, k = rows["body_pos"][picked].astype(np.int64), rows["body_len"][picked].astype(np.int64)
     kind = rows["sys_flag"][picked].astype(np.int64) & COMPRESSION_TYPE_MASK
     data = np.frombuffer(buf, np.uint8)
@@ -229,8 +231,11 @@ def zlib_bodies_ok(buf, rows, picked):
     try_ = np.flatnonzero(((kind == 0) | (kind == COMPRESSION_ZLIB)) & (k >= 2) & (first >> 4 <= 7))
     spans = list(zip(pos[try_].tolist(), k[try_].tolist()))
     n = 1 if int(k[try_].sum()) < BODY_SPLIT else BODY_THREADS
-    with ThreadPoolExecutor(n, thread_name_prefix="mqstore-inflate") as pool:
-        parts = list(pool.map(_inflate_ok, [buf] * n, [spans[j::n] for j in range(n)]))
+    if n == 1:
+        parts = [_inflate_ok(buf, spans)]
+    else:
+        with ThreadPoolExecutor(n, thread_name_prefix="mqstore-inflate") as pool:
+            parts = list(pool.map(_inflate_ok, [buf] * n, [spans[j::n] for j in range(n)]))
     ok = np.zeros(len(picked), bool)
     for j in range(n):
         ok[try_[j::n]] = parts[j]
