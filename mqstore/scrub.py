@@ -17,7 +17,7 @@ from .message import (RecordStatus, check_record, TRANSACTION_NOT_TYPE, TRANSACT
 from .recovery import RecoveryStarted
 from .verify import CrashReport
 
-SCRUB_WINDOW = 16 << 20          # bytes of the commit log scanned at once (two at a time)
+SCRUB_WINDOW = 8 << 20           # bytes of the commit log scanned at once (two at a time)
 SCRUB_CHUNK = 1 << 16            # consume-queue units or index entries read at once
 
 @dataclass

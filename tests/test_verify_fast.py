@@ -152,3 +152,63 @@ def test_same_report_on_rocketmq5_stores(vectors5, tmp_path, capsys, monkeypatch
         f.write_bytes(bytes(data))
     rc, text = reports(root, capsys, monkeypatch, "--config", str(conf))
     assert rc in (0, 1) and (rc == 0) == (how == "clean" or not json.loads(text)["problems"])
+
+
+def compressed_bodies(rng, n):
+    "Bodies with sysFlag's compressed bit: good zlib, and zlib, lz4, zstd and type-4 bodies spoiled in every way."
+    import zlib
+    from mqstore.message import COMPRESSED_FLAG, COMPRESSION_LZ4, COMPRESSION_ZSTD, COMPRESSION_ZLIB
+    out = []
+    for i in range(n):
+        text = b" ".join(b"item %d qty %d" % (rng.randrange(1000), rng.randrange(9)) for _ in range(rng.randrange(0, 300)))
+        good = zlib.compress(text, rng.choice([0, 1, 6, 9]))
+        kind = rng.randrange(12)
+        body = {0: good[:-1] + bytes([good[-1] ^ 1]), 1: good[:-rng.randrange(1, 5)], 2: good + b"\0",
+                3: bytes([0x88, 0x1B]) + good[2:], 4: bytes([0x78, 0x9D]) + good[2:], 5: good[2:-4], 6: b"",
+                7: good + good, 8: good[:2] + bytes([good[2] ^ 0x40]) + good[3:]}.get(kind, good)
+        flag = COMPRESSED_FLAG | rng.choice([0, COMPRESSION_ZLIB, COMPRESSION_ZLIB, COMPRESSION_LZ4, COMPRESSION_ZSTD,
+                                             0x400])
+        out.append((body, flag if kind != 11 else COMPRESSED_FLAG))
+    return out
+
+
+@pytest.mark.parametrize("seed, split", [(1, None), (2, 0), (3, 0)])
+def test_same_report_on_compressed_bodies(tmp_path, capsys, monkeypatch, seed, split):
+    "mqstore.modern.record_problems with ISA-L's pass (10.3's zlib_bodies_ok): the same problems, worded alike."
+    import mqstore.fast.recovery as fr
+    from mqstore.message import Message
+    from mqstore.store import MessageStore
+    if split is not None:
+        monkeypatch.setattr(fr, "BODY_SPLIT", split)            # the two threads even on small windows
+    rng = random.Random(seed)
+    with MessageStore.open(tmp_path / "s", CFG) as s:
+        for i, (body, flag) in enumerate(compressed_bodies(rng, 150)):
+            s.put(Message(f"T{i % 3}", body, queue_id=i % 2, sys_flag=flag, properties={"KEYS": f"k{i}"}))
+    rc, text = reports(tmp_path / "s", capsys, monkeypatch)
+    problems = json.loads(text)["problems"]
+    assert rc == 1 and 20 < len(problems) < 150 and all("decompress" in p["detail"] or "codec" in p["detail"]
+                                                        for p in problems), problems[:3]
+
+
+def test_zlib_bodies_ok_passes_only_what_the_reference_passes():
+    "10.3's zlib_bodies_ok never passes a body chapter 14's decompress_body refuses; it passes every good zlib body."
+    from mqstore import accel
+    from mqstore.fast.recovery import zlib_bodies_ok
+    from mqstore.modern import decompress_body, BodyDecompressionError
+    rng = random.Random(5)
+    bodies = compressed_bodies(rng, 2000)
+    rows = np.zeros(len(bodies), [("body_pos", "<i4"), ("body_len", "<i4"), ("sys_flag", "<i4")])
+    rows["body_len"] = [len(b) for b, _ in bodies]
+    rows["body_pos"] = np.cumsum(rows["body_len"]) - rows["body_len"]
+    rows["sys_flag"] = [f for _, f in bodies]
+    with accel.fast_paths(True):
+        ok = zlib_bodies_ok(memoryview(b"".join(b for b, _ in bodies)), rows, np.arange(len(bodies)))
+    def passes(b, f):
+        try:
+            decompress_body(b, f)
+            return True
+        except BodyDecompressionError:
+            return False
+    ref = np.array([passes(b, f) for b, f in bodies])
+    zlib_kind = np.isin(rows["sys_flag"] & 0x700, [0, 0x300])
+    assert not (ok & ~ref).any() and (ok == (ref & zlib_kind)).all() and 300 < ok.sum() < 1500
