@@ -154,7 +154,7 @@ class MappedFile:
         return memoryview(self._mm)[pos:end]
 
     def write_at(self, pos: int, data) -> None:
-        "Overwrite bytes already written (in-place updates, e.g. a state flag)."
+        "Overwrite bytes in place anywhere in the file (in-place updates, e.g. a state flag; only the size is checked)."
         self._check_writable()
         if pos < 0 or pos + len(data) > self.file_size:
             raise OffsetOutOfRangeError(f"{self.name}: [{pos}, {pos + len(data)}) is outside the file")

@@ -7,7 +7,7 @@ __all__ = ['scan_records', 'rows_from_columns', 'write_records', 'decode_records
 import numpy as np
 import sys
 import llvmlite.binding as llvm
-_hide = "coverage" not in sys.modules      # numba's import imports coverage (0.1-0.2 s) to report compiled
+_hide = "coverage" not in sys.modules      # numba's import imports coverage (numba.misc.coverage_support) to report compiled
 if _hide:                                   # lines to a running coverage; one not yet imported is not running:
     sys.modules["coverage"] = None          # numba sees it missing
 try:

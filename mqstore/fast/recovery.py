@@ -49,7 +49,7 @@ def _replay_rows(buf, base: int, headers, observer, on_message) -> None:
 import struct
 
 def _check_one_segment(buf, base: int, check_crc: bool = True, start: int = 0, end: int | None = None):
-    "`_scan_one_segment` without its rows (None in their place): the same stop, status, reason and event."
+    "`_scan_one_segment` without its rows (None in their place): the same stop, status, reason and event (tests compare damaged segments)."
     end = len(buf) if end is None else end
     K = compiled_kernels()
     if K is None or end <= 0:
