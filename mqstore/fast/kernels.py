@@ -317,7 +317,7 @@ def decode_records(d, topic_pos, topic_len, props_pos, props_len, names, name_at
 @njit(inline="always")
 def _fill_scan_row(d, s, r, i, born_ip, store_ip):
     """`_fill_header` into row r (row i of a SCAN_DTYPE array, whose born_ip and store_ip columns are
-    born_ip and store_ip): every field of the row in one place, no column written apart."""
+    born_ip and store_ip): the header's fields of the row in one place (the caller writes the spans)."""
     sf = _i32(d, s + 36)
     r.total_size, r.magic, r.body_crc, r.queue_id, r.flag = _i32(d, s), _i32(d, s + 4), _i32(d, s + 8), \
         _i32(d, s + 12), _i32(d, s + 16)
