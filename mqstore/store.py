@@ -618,7 +618,7 @@ def check_topic(topic) -> None:
     if type(topic) is not str or not _TOPIC.fullmatch(topic) or len(topic) > RETRY_OR_DLQ_TOPIC_MAX_LENGTH:
         raise InvalidTopicError(
             f"topic {topic!r:.60} is not 1 to {TOPIC_MAX_LENGTH} characters of %|a-zA-Z0-9_- "
-            f"({RETRY_OR_DLQ_TOPIC_MAX_LENGTH} after {RETRY_TOPIC_PREFIX} or {DLQ_TOPIC_PREFIX})")
+            f"(up to {RETRY_OR_DLQ_TOPIC_MAX_LENGTH} in all for a {RETRY_TOPIC_PREFIX} or {DLQ_TOPIC_PREFIX} topic)")
 
 _GOOD_TOPICS, _GOOD_HOSTS = set(), set()            # already checked: put is a hot path
 
