@@ -524,7 +524,7 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     return written
 
 # %% ../../book/10b_fast_dispatch.ipynb #2b26426f
-DISPATCH_ROWS = 1 << 16     # rows per chunk at most: its columns stay small enough to be reused, not mapped anew
+DISPATCH_ROWS = 1 << 16     # rows per chunk at most: each chunk's columns are allocated for that many rows
 
 def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chunk=False):
     """The fused kernel, chunk by chunk (only the first with `one_chunk`): (headers, where, why, decode columns,
