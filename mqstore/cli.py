@@ -594,7 +594,7 @@ def cmd_verify(args) -> int:
         problems.append({"kind": "files changed by verify"})
     data = {"ok": not problems, "records": report.records, "valid_end": report.log_end,
             "units": report.units, "index_entries": report.index_entries, "problems": problems}
-    text = (f"{report.records:,} records checked (CRC) up to offset {report.log_end:,}, {report.units:,} "
+    text = (f"{report.records:,} records checked (CRC), log valid end {report.log_end:,}, {report.units:,} "
             f"consume-queue units, {report.index_entries:,} index entries; "
             + ("no problems" if not problems else f"{len(problems)} problem(s):\n")
             + "\n".join("  " + "; ".join(str(v) for v in p.values()) for p in problems[:50])
