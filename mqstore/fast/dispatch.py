@@ -393,7 +393,7 @@ def _finish_batch(buf, headers, tid, codes, tags_wide, vs, vl, keys, key_hash, k
 def _decode_compiled(K, buf, headers, strings):
     "decode_segment_batch with the compiled kernel; None when the segment has too many topics."
     import numpy as np
-    _WANTED_BYTES, _WANTED_AT, _POW31 = _wanted_tables()
+    _WANTED_BYTES, _WANTED_AT, _ = _wanted_tables()
     n = len(headers)
     key_cap = 2 * n + int(np.maximum(headers["props_len"], 0).sum()) // 2 + 1
     tid, codes, tags_wide, vs, vl, keys, key_hash, key_units, nk = _decode_columns(n, key_cap)
@@ -530,7 +530,7 @@ def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chun
     """The fused kernel, chunk by chunk (only the first with `one_chunk`): (headers, where, why, decode columns,
     table), or None (too many topics)."""
     import numpy as np
-    _WANTED_BYTES, _WANTED_AT, _POW31 = _wanted_tables()
+    _WANTED_BYTES, _WANTED_AT, _ = _wanted_tables()
     from mqstore.fast.records import SCAN_DTYPE, _chunk_rows
     data = np.frombuffer(buf, np.uint8, count=n) if n else np.zeros(1, np.uint8)
     table, parts, pos, why = _topic_table(), [], start, 3
