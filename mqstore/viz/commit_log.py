@@ -120,6 +120,7 @@ def draw_durability(log, checkpoint=None, start=None, ax=None, title=None):
     start = log.min_offset if start is None else start
     recs = [(o, m.total_size, m.store_timestamp) for o, m in log.messages(start, read_body=False)]
     rows = [("written", log.max_offset, OKABE_ITO[0]), ("flushed", log.flushed_offset, OKABE_ITO[4])]
+    right = (log.max_offset - start) / 1024                 # the written end, where the labels' column starts
     if checkpoint is not None:
         ends = [o + n for o, n, t in recs if t <= checkpoint.physic_msg_timestamp]
         rows.append(("checkpoint vouches", max(ends, default=start), OKABE_ITO[2]))
@@ -130,13 +131,12 @@ def draw_durability(log, checkpoint=None, start=None, ax=None, title=None):
         for o, n, _ in recs:
             if o + n <= end:
                 ax.add_patch(Rectangle(((o - start) / 1024, y), n / 1024, 0.7, fc=color, ec="white", lw=0.4))
-        ax.text((end - start) / 1024, y + 0.35, f" ends at offset {end:,}", va="center", fontsize=8,
-                bbox=dict(fc="white", ec="none", pad=0.5), zorder=5)      # above the dashed boundaries
+        ax.text(right * 1.01, y + 0.35, f"ends at offset {end:,}", va="center", fontsize=8)  # past every boundary
     for mf in log.mfq.files:
         if start < mf.file_from_offset < log.max_offset:
             ax.axvline((mf.file_from_offset - start) / 1024, color="black", ls="--", lw=0.8, zorder=4)
     ax.set_yticks([len(rows) - 1 - i + 0.35 for i in range(len(rows))], [r[0] for r in rows], fontsize=9)
-    ax.set_xlim(0, (log.max_offset - start) / 1024 * 1.27)
+    ax.set_xlim(0, right * 1.3)
     ax.set_ylim(-0.2, len(rows))
     ax.tick_params(axis="x", labelsize=8)
     ax.set_xlabel(f"KiB after physical offset {start:,} (dashed: segment boundary; bar ends: physical offsets)",

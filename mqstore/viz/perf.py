@@ -59,7 +59,7 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     "Two panels: the rates of a candidate and its baseline per round, and their ratio per round."
     rates = np.asarray(rates, dtype=float)
     if ax is None:
-        _, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+        _, ax = plt.subplots(1, 2, figsize=(9, 4.2))
     rounds = np.arange(len(rates))
     ratio = rates[:, 0] / rates[:, 1]
     for a in ax:
@@ -73,21 +73,22 @@ def draw_rounds(rates, names=("candidate", "baseline"), slow=(), ax=None):
     calm = ~np.isin(rounds, list(slow))                 # the unshaded rounds: their median, and the axis's range
     m, lo, hi = np.median(ratio[calm]), ratio[calm].min(), ratio[calm].max()
     span = max(hi - lo, 0.05 * hi)
-    top = hi + 2.2 * span                               # the axis's top: a round above it is a triangle there
+    top = hi + 6 * span                                 # a round above this is a triangle at the axis's top
     ax[1].plot(rounds, np.where(ratio > top, np.nan, ratio), "o-", color="#000000", label=f"{names[0]} / {names[1]}")
     above = np.flatnonzero(ratio > top)                 # one legend entry names them all: no labels to collide
     if len(above):
-        y_mark = top - 0.04 * (top - min(lo, ratio.min()) + 0.5 * span)    # just inside the top: clear of the title
-        ax[1].plot(above, np.full(len(above), y_mark), "^", color="#000000", ms=8, ls="none",
+        ax[1].plot(above, np.full(len(above), top + 0.25 * span), "^", color="#000000", ms=8, ls="none",
                    label="above the axis: " + ", ".join(f"{ratio[r]:.1f}x (round {r})" for r in above))
     ax[1].axhline(m, color=KIND_COLORS["variant"], ls=":", lw=2, zorder=3,
                   label=f"median ratio, unshaded rounds ({m:.1f}x)" if len(slow) else f"median ratio ({m:.1f}x)")
-    ax[1].set_ylim(min(lo, ratio.min()) - 0.5 * span, top)    # zoomed: room for the legend above the unshaded rounds
+    ceiling = top if len(above) else ratio.max()        # zoomed: every round drawn whole, or its triangle
+    ax[1].set_ylim(min(lo, ratio.min()) - 0.5 * span, ceiling + 0.5 * span)
     _style(ax[1], "the ratio, each round", "round", "ratio (x), axis not from 0")
     shade = Patch(color="#999999", alpha=0.4, label="profile hook on")
     for a in ax:
         h, _ = a.get_legend_handles_labels()
-        a.legend(handles=h + ([shade] if len(slow) else []), fontsize=8, loc="upper left")
+        a.legend(handles=h + ([shade] if len(slow) else []), fontsize=8, loc="upper center",
+                 bbox_to_anchor=(0.5, -0.2), frameon=False)      # below the panel: it hides no round
     return ax
 
 # %% ../../book/11_performance.ipynb #24e5dc8c

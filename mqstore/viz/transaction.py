@@ -143,27 +143,35 @@ def draw_check_rounds(frames, units_per_file: int | None = None, ax=None):
     return ax
 
 # %% ../../book/09_transactions.ipynb #9a4ba62b
-def draw_check_frame(ax, table_units, report, units_per_file: int):
-    "One check-back pass: the table's slots as a grid (one row per file), asked slots outlined."
+def draw_check_frame(ax, table_units, report, units_per_file: int, t0: int | None = None):
+    """One check-back pass: the table's slots as a grid (one row per file), asked slots outlined with their
+    answer's letter (C/R/U, as in the picture above). `t0`: the time of the "before" frame (the first one)."""
     ax.clear()
-    asked = {c.slot: c for c in report.checked}
+    letter = {"COMMIT": "C", "ROLLBACK": "R", "UNKNOWN": "U"}
+    asked = {c.slot: c.outcome for c in report.checked}
     for slot, u in enumerate(table_units):
         row, col = divmod(slot, units_per_file)
+        hit = slot in asked
         ax.add_patch(Rectangle((col, -row), 0.9, 0.8, fc=STATE_COLORS.get(int(u["state"]), "white"),
-                               ec="black" if slot in asked else "#999999", lw=2.2 if slot in asked else 0.5))
-        ax.text(col + 0.45, -row + 0.4, str(slot), ha="center", va="center", fontsize=9)
+                               ec="black" if hit else "#999999", lw=2.2 if hit else 0.5))
+        ax.text(col + 0.45, -row + 0.4, f"{slot}" + (f" {letter.get(asked[slot], '!')}" if hit else ""),
+                ha="center", va="center", fontsize=9, fontweight="bold" if hit else "normal")
     rows = max(1, -(-len(table_units) // units_per_file))
     ax.set_xlim(-0.2, units_per_file + 0.1); ax.set_ylim(-rows + 0.6, 1.2); ax.axis("off")
-    answers = ", ".join(f"{c.slot}:{c.outcome}" for c in report.checked) or "nothing old enough"
-    ax.set_title(f"pass at t={report.now // 1000 % 100_000} s: {answers}", fontsize=9)
-    ax.legend(handles=_state_handles(), loc="lower center", bbox_to_anchor=(0.5, -0.45), ncol=3, fontsize=8,
+    t0 = report.now if t0 is None else t0
+    title = ("before the first pass" if report.now == t0 else
+             f"pass at t0+{(report.now - t0) // 1000} s: asked {_plural(len(asked), 'slot')}")
+    ax.set_title(title, fontsize=9)
+    handles = _state_handles() + [Patch(fc="white", ec="black", lw=2.2, label="asked (C/R/U = answer)")]
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, -0.45), ncol=4, fontsize=8,
               frameon=False)
 
 def animate_check_back(frames, units_per_file: int, figsize=(8, 2.4)):
-    "frames: [(table units after the pass, CheckReport)]; a FuncAnimation for `.to_jshtml()`."
-    fig, ax = plt.subplots(figsize=figsize, dpi=72)
+    "frames: [(table units after the pass, CheckReport)], the first one before any pass; a FuncAnimation for `.to_jshtml()`."
+    fig, ax = plt.subplots(figsize=figsize, dpi=100)
     fig.subplots_adjust(bottom=0.25)
-    anim = FuncAnimation(fig, lambda k: draw_check_frame(ax, frames[k][0], frames[k][1], units_per_file),
+    t0 = frames[0][1].now
+    anim = FuncAnimation(fig, lambda k: draw_check_frame(ax, frames[k][0], frames[k][1], units_per_file, t0),
                          frames=len(frames), interval=700)
     plt.close(fig)
     return anim
