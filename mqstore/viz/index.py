@@ -152,11 +152,10 @@ def animate_chain(f, key: str, hash_fn, shown: int = 40, interval: int = 900):
         if n in cells:
             cells[n].set_facecolor("#009E73" if kh == h else "#D55E00")
         src, dst = ((1.45, 1.6) if i == 1 else (chain[i - 2] + 0.45, 0.9)), (n + 0.45, 0.9)
-        (x0, y0), (x1, y1) = ax.transData.transform([src, dst])
-        d = max(1.0, ((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5)          # pixels between the two ends
-        bend = min(2.0, 80 / d) * (-1 if x1 > x0 else 1)                 # arcs about 40 px high, always above
+        dx, dy = ax.transData.transform(dst) - ax.transData.transform(src)
+        bend = min(2.0, 80 / max(1.0, float(np.hypot(dx, dy)))) * (-1 if dx > 0 else 1)  # arcs ~40 px high, above
         arrows.append(ax.add_patch(FancyArrowPatch(src, dst, connectionstyle=f"arc3,rad={bend:.3f}", arrowstyle="->",
-                                                   mutation_scale=12 if d > 40 else 9, lw=1.3, shrinkA=0, shrinkB=0)))
+                                                   mutation_scale=12 if abs(bend) < 2 else 9, lw=1.3, shrinkA=0, shrinkB=0)))
         note.set_text(f"entry {n}: phyOffset {phy}, timeDiff {diff}s, prev {prev} - "
                       + ("hash matches" if kh == h else "other key, same slot"))
         return []
