@@ -61,7 +61,7 @@ def plot_acknowledged(trials, ax=None):
         if sel:
             ax.bar(x[sel], acked[sel], color=MODE_COLORS[mode], width=0.8, label=label)
     for i in np.flatnonzero(acked < top * 0.1):                  # short bars: their count written on them
-        ax.text(x[i], acked[i] + top * 0.01, str(acked[i]), ha="center", va="bottom", fontsize=7)
+        ax.text(x[i], acked[i] + top * 0.01, str(acked[i]), ha="center", va="bottom", fontsize=7, rotation=90)
     for i, m in enumerate(missing):                              # the row of numbers: not served back
         ax.text(x[i], top * 1.05, str(m), ha="center", va="bottom", fontsize=7, color="#D55E00" if m else "black")
     ax.set_ylim(0, top * 1.2)
