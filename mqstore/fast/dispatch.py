@@ -527,8 +527,8 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
 DISPATCH_ROWS = 1 << 16     # rows per chunk at most: each chunk's columns are allocated for that many rows
 
 def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chunk=False):
-    """The fused kernel, chunk by chunk (only the first with `one_chunk`): (headers, where, why, decode columns,
-    table), or None (too many topics)."""
+    """The fused kernel, chunk by chunk (only the first with `one_chunk`; after the first, a chunk sized by the
+    mean record so far): (headers, where, why, decode columns, table), or None (too many topics)."""
     import numpy as np
     _WANTED_BYTES, _WANTED_AT, _ = _wanted_tables()
     from mqstore.fast.records import SCAN_DTYPE, _chunk_rows
@@ -536,7 +536,8 @@ def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chun
     table, parts, pos, why = _topic_table(), [], start, 3
     try:
         while why == 3 and not (one_chunk and parts):
-            cap = min(_chunk_rows(n, pos), DISPATCH_ROWS)
+            done = sum(len(p[0]) for p in parts)
+            cap = min(_chunk_rows(n, pos) if not done else (n - pos) * done // (pos - start) + 256, DISPATCH_ROWS)
             out = np.zeros(cap, SCAN_DTYPE)
             cols = _decode_columns(cap, 3 * cap + (1 << 15))
             rows, why, pos = K.scan_decode_records(data, pos, n, cap, check_crc, stop_on_bad_crc, out,
@@ -553,8 +554,11 @@ def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chun
     first = np.cumsum([0] + [len(p[0]) for p in parts])[:-1]
     for p, f in zip(parts, first):
         p[6][0] += f                                     # key rows: chunk row -> segment row
-    joined = [np.concatenate([p[k] for p in parts], axis=-1) if len(parts) > 1 else parts[0][k] for k in range(9)]
-    return joined, pos, why, table
+    if len(parts) == 1:
+        return list(parts[0]), pos, why, table
+    joined = [np.concatenate([p[k] for p in parts], axis=-1) for k in range(1, 9)]
+    rows = np.concatenate([p[0].view(np.uint8) for p in parts]).view(SCAN_DTYPE)   # as bytes: numpy copies
+    return [rows] + joined, pos, why, table          # a structured array with sub-array fields row by row
 
 # %% ../../book/10b_fast_dispatch.ipynb #fdaa0790
 def scan_decode_segment(buf, start: int = 0, check_crc: bool = False, stop_on_bad_crc: bool = True,

@@ -178,25 +178,19 @@ def write_records(out, i0, i1, bodies, body_at, body_len, topics, topic_at, topi
 
 # %% ../../book/10b_fast_dispatch.ipynb #29df4c86
 @njit(inline="always")
-def _topic_id(d, tp, tl, table, tab_len, tab_bytes, ntab):
+def _find_topic(d, tp, tl, table, tab_len, tab_bytes):
     """The id of the topic d[tp:tp+tl] in an open-addressing table of the distinct topics met so far
-    (compared byte by byte with a compact copy, so no two topics ever share an id); -1: table full."""
+    (compared byte by byte with a compact copy, so no two topics ever share an id), or -2 - slot for a
+    topic not met yet: the empty slot it goes in. It only reads; `_new_topic`, below, writes."""
     h = np.uint64(14695981039346656037)                 # FNV-1a, only to pick a slot
     for p in range(tp, tp + tl):
         h = (h ^ np.uint64(d[p])) * np.uint64(1099511628211)
     cap = table.shape[0]
     slot = np.int64(h % np.uint64(cap))
-    while True:
+    for _ in range(cap):
         t, at = table[slot, 0], table[slot, 1]
         if t < 0:                                       # an empty slot: a new topic
-            if ntab[0] * 2 >= cap or ntab[1] + tl > len(tab_bytes):
-                return -1
-            table[slot, 0], table[slot, 1] = ntab[0], ntab[1]
-            tab_len[ntab[0]] = tl
-            tab_bytes[ntab[1]:ntab[1] + tl] = d[tp:tp + tl]
-            ntab[0] += 1
-            ntab[1] += tl
-            return ntab[0] - 1
+            return -2 - slot
         if tab_len[t] == tl:
             j = 0
             while j < tl and tab_bytes[at + j] == d[tp + j]:
@@ -204,6 +198,27 @@ def _topic_id(d, tp, tl, table, tab_len, tab_bytes, ntab):
             if j == tl:
                 return t
         slot = (slot + 1) % cap
+    return -1                                           # never: the table stays at most half full
+
+# %% ../../book/10b_fast_dispatch.ipynb #b7e4c2d9
+@njit(cache=True, nogil=True)
+def _new_topic(d, tp, tl, slot, table, tab_len, tab_bytes, ntab):
+    "Give the topic d[tp:tp+tl] the next id in the empty `slot`, a copy of its bytes kept; -1: table full."
+    if ntab[0] * 2 >= table.shape[0] or ntab[1] + tl > len(tab_bytes):
+        return -1
+    table[slot, 0], table[slot, 1] = ntab[0], ntab[1]
+    tab_len[ntab[0]] = tl
+    tab_bytes[ntab[1]:ntab[1] + tl] = d[tp:tp + tl]
+    ntab[0] += 1
+    ntab[1] += tl
+    return ntab[0] - 1
+
+# %% ../../book/10b_fast_dispatch.ipynb #c3f1a8e6
+@njit(inline="always")
+def _topic_id(d, tp, tl, table, tab_len, tab_bytes, ntab):
+    "The topic's id, a new one for a topic not met yet (`_find_topic`, then `_new_topic`); -1: table full."
+    t = _find_topic(d, tp, tl, table, tab_len, tab_bytes)
+    return _new_topic(d, tp, tl, -2 - t, table, tab_len, tab_bytes, ntab) if t <= -2 else t
 
 # %% ../../book/10b_fast_dispatch.ipynb #47004415
 @njit(inline="always")
@@ -288,6 +303,15 @@ def _index_keys(d, i, vs, vl, keys, key_hash, key_units, m):
 
 # %% ../../book/10b_fast_dispatch.ipynb #ebddb1c8
 @njit(inline="always")
+def _decode_fields(d, i, pp, pl, names, name_at, tags, tags_wide, vs, vl, keys, key_hash, key_units, nk):
+    "Record i's property spans, tags hash and index keys: what dispatch needs besides the topic id."
+    _property_spans(d, i, pp, pl, names, name_at, vs, vl)
+    if vl[0, i] > 0:
+        h, units = _raw_hash(d, vs[0, i], vl[0, i])
+        tags[i], tags_wide[i] = np.int64(np.int32(h)), units < 0
+    nk[0] = _index_keys(d, i, vs, vl, keys, key_hash, key_units, nk[0])
+
+@njit(inline="always")
 def _decode_row(d, i, tp, tl, pp, pl, names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash, key_units,
                 nk, table, tab_len, tab_bytes, ntab):
     "What dispatch needs of record i: topic id, property spans, tags hash, index keys. False: topics full."
@@ -295,11 +319,7 @@ def _decode_row(d, i, tp, tl, pp, pl, names, name_at, tid, tags, tags_wide, vs, 
     if t < 0:
         return False
     tid[i] = t
-    _property_spans(d, i, pp, pl, names, name_at, vs, vl)
-    if vl[0, i] > 0:
-        h, units = _raw_hash(d, vs[0, i], vl[0, i])
-        tags[i], tags_wide[i] = np.int64(np.int32(h)), units < 0
-    nk[0] = _index_keys(d, i, vs, vl, keys, key_hash, key_units, nk[0])
+    _decode_fields(d, i, pp, pl, names, name_at, tags, tags_wide, vs, vl, keys, key_hash, key_units, nk)
     return True
 
 # %% ../../book/10b_fast_dispatch.ipynb #c5d1b5ee
@@ -353,9 +373,13 @@ def scan_decode_records(d, pos, n, cap, check_crc, stop_on_bad_crc, out, born_ip
         good = not check_crc or _crc_ok(base, d, pos, bp, bl)
         if not good and stop_on_bad_crc:
             return i, 2, pos
-        if not _decode_row(d, i, tp, tl, pp, pl, names, name_at, tid, tags, tags_wide, vs, vl, keys, key_hash,
-                           key_units, nk, table, tab_len, tab_bytes, ntab):
+        t = _find_topic(d, tp, tl, table, tab_len, tab_bytes)      # _decode_row, spelled out (see above)
+        if t <= -2:
+            t = _new_topic(d, tp, tl, -2 - t, table, tab_len, tab_bytes, ntab)
+        if t < 0:
             return i, 4, pos
+        tid[i] = t
+        _decode_fields(d, i, pp, pl, names, name_at, tags, tags_wide, vs, vl, keys, key_hash, key_units, nk)
         r = out[i]
         _fill_scan_row(d, pos, r, i, born_ip, store_ip)
         r.body_pos, r.body_len, r.topic_pos, r.topic_len, r.props_pos, r.props_len, r.offset = bp, bl, tp, tl, pp, pl, pos

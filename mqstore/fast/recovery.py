@@ -188,13 +188,17 @@ from ..recovery import units_below
 UNIT_CHUNK = 1 << 14                     # units compared at once
 
 def units_below_fast(raw, phy_end: int) -> int:
-    "`units_below` with numpy: the same count, a chunk of units at a time."
+    """`units_below` with numpy: the same count, a chunk of units at a time. A view of a whole queue
+    file's map gives each chunk's pages back once compared (`drop_pages`, above)."""
     units = np.frombuffer(raw, CQ_UNIT_DTYPE, count=len(raw) // CQ_STORE_UNIT_SIZE)
+    mm = getattr(raw, "obj", None)
+    mm = mm if isinstance(mm, _mmap.mmap) and len(mm) == len(raw) else None
     try:
         for a in range(0, len(units), UNIT_CHUNK):
             u = units[a:a + UNIT_CHUNK]
             off, size = u["offset"].astype(np.int64), u["size"].astype(np.int64)
             ok = (off >= 0) & (size > 0) & ((size == FILLER_SIZE) | (off <= phy_end - size))
+            drop_pages(mm, a * CQ_STORE_UNIT_SIZE, (a + len(u)) * CQ_STORE_UNIT_SIZE)
             if not ok.all():
                 return a + int(np.argmin(ok))
         return len(units)
