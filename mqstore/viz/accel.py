@@ -21,14 +21,14 @@ PART_HATCH = {"modern stores (ch. 14)": "////"}
 
 def label_of(filename: str, name: str) -> str:
     "A bar's label: the file's path in the package, without .py, and the function (fast/index.build_index_bulk)."
-    return Path(filename).as_posix().split("/mqstore/", 1)[-1].removesuffix(".py") + "." + name
+    return Path(filename).as_posix().rsplit("/mqstore/", 1)[-1].removesuffix(".py") + "." + name
 
 def part_of(filename: str) -> str | None:
     "The part of the engine a source file belongs to, or None (not mqstore)."
     path = Path(filename).as_posix()
     if "/mqstore/" not in path:
         return None
-    rel = path.split("/mqstore/", 1)[1]
+    rel = path.rsplit("/mqstore/", 1)[1]          # the last: a clone may itself be called mqstore
     return next((p for p, names in PARTS.items() if any(rel.startswith(n) for n in names)), "rest of mqstore")
 
 def top_functions(profile, n: int = 6) -> list:
