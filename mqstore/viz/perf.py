@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['OKABE_ITO', 'KIND_COLORS', 'times', 'draw_rounds', 'draw_ratios', 'draw_shares', 'draw_targets', 'draw_goals',
-           'goal_rows']
+           'goal_rows', 'mix_goal_rows', 'toward_goal', 'draw_mix_goals']
 
 # %% ../../book/11_performance.ipynb #9acc3d53
 import matplotlib.pyplot as plt
@@ -256,3 +256,67 @@ def goal_rows(path) -> list:
             latest[row["figure"]] = {"name": row["figure"][5:], "ratios": spread,
                                      "target": float(target.group(1)), "time": row["time"]}
     return list(latest.values())
+
+# %% ../../book/11_performance.ipynb #54fa8ebf
+def mix_goal_rows(path) -> list:
+    "The rows of a bench_goals results file (benchmarks/results/goals-*.csv), its numbers as floats."
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k in ("limit", "median", "lowest", "highest"):
+            r[k] = float(r[k])
+    return rows
+
+def toward_goal(r, value=None) -> float:
+    "A row's value over its limit, or limit over value when lower is better: 1 is the goal, right of it meets it."
+    v = r["median"] if value is None else value
+    return v / r["limit"] if r["better"] == "higher" else r["limit"] / v
+
+def _num(v) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+# %% ../../book/11_performance.ipynb #12aeef28
+def _mix_goal_panel(ax, rs, key):
+    "One goal's panel of draw_mix_goals: its rows `rs`, one per mix."
+    share = [toward_goal(r) for r in rs]
+    span = [sorted((toward_goal(r, r["lowest"]), toward_goal(r, r["highest"]))) for r in rs]
+    met = [r["verdict"] == "met" for r in rs]
+    y = np.arange(len(rs))
+    bars = ax.barh(y, share, height=0.6, edgecolor="white", color=[OKABE_ITO[2] if m else OKABE_ITO[5] for m in met])
+    [bar.set_hatch("" if m else "//") for bar, m in zip(bars, met)]
+    ax.hlines(y, [s[0] for s in span], [s[1] for s in span], color="#000000", lw=1, zorder=3)
+    ax.axvline(1, color="#000000", lw=1.2, zorder=4)
+    limits = [r["limit"] for r in rs]
+    usual = max(set(limits), key=limits.count)                   # the limit most mixes share
+    for k, r in enumerate(rs):
+        ax.text(max(share[k], span[k][1]) * 1.1, k, _num(r["median"]) + (f" (limit {_num(r['limit'])})"
+                if r["limit"] != usual else ""), va="center", fontsize=7.5, zorder=5)
+    ax.set_yticks(y, [r["mix"] for r in rs], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlim(min(1, min(s[0] for s in span)) / 1.5, max(1, max(s[1] for s in span)) * 8)
+    sign = "<=" if rs[0]["better"] == "lower" else ">="
+    limit = "the abnormal one" if key == "normal_s_per_gib" else f"{_num(usual)} {rs[0]['unit']}"
+    ax.set_title(textwrap.fill(f"{rs[0]['goal']}: {sign} {limit}", 46), fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
+
+# %% ../../book/11_performance.ipynb #3f217902
+def draw_mix_goals(rows, keys, title=""):
+    """A panel per goal key, a bar per mix: `toward_goal` of the median (green: met, vermillion and hatched:
+    not), a line from the lowest run to the highest, the goal at 1; log axis. A bar whose limit differs from
+    the panel's usual one says it in its label."""
+    n = -(-len(keys) // 2)
+    fig, axes = plt.subplots(n, 2, figsize=(9, 2.6 * n + 0.9), layout="constrained")
+    for ax, key in zip(axes.flat, keys):
+        _mix_goal_panel(ax, [r for r in rows if r["key"] == key], key)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    for ax in list(axes.flat)[len(keys) - 2:len(keys)]:
+        ax.set_xlabel("median / limit (limit / median where lower\nis better), log scale: right of 1 meets it", fontsize=8)
+    fig.legend(handles=[Patch(color=OKABE_ITO[2], label="met (median)"),
+                        Patch(facecolor=OKABE_ITO[5], hatch="//", edgecolor="white", label="not met (median)"),
+                        Line2D([], [], color="#000000", lw=1, label="lowest to highest run"),
+                        Line2D([], [], color="#000000", lw=0, marker="|", ms=11, mew=1.2, label="the goal (1)")],
+               fontsize=8, loc="outside lower center", ncol=4, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    return fig
