@@ -287,7 +287,8 @@ def _mix_goal_panel(ax, rs, key):
     ax.hlines(y, [s[0] for s in span], [s[1] for s in span], color="#000000", lw=1, zorder=3)
     ax.axvline(1, color="#000000", lw=1.2, zorder=4)
     limits = [r["limit"] for r in rs]
-    usual = max(set(limits), key=limits.count)                   # the limit most mixes share
+    usual = max(set(limits), key=limits.count)                   # the limit most mixes share, if any
+    usual = usual if limits.count(usual) > 1 else None
     for k, r in enumerate(rs):
         ax.text(max(share[k], span[k][1]) * 1.1, k, _num(r["median"]) + (f" (limit {_num(r['limit'])})"
                 if r["limit"] != usual else ""), va="center", fontsize=7.5, zorder=5)
@@ -296,7 +297,8 @@ def _mix_goal_panel(ax, rs, key):
     ax.set_xscale("log")
     ax.set_xlim(min(1, min(s[0] for s in span)) / 1.5, max(1, max(s[1] for s in span)) * 8)
     sign = "<=" if rs[0]["better"] == "lower" else ">="
-    limit = "the abnormal one" if key == "normal_s_per_gib" else f"{_num(usual)} {rs[0]['unit']}"
+    limit = f"{_num(usual)} {rs[0]['unit']}" if usual is not None else \
+        "that mix's abnormal recovery" if key == "normal_s_per_gib" else "each mix's own limit"
     ax.set_title(textwrap.fill(f"{rs[0]['goal']}: {sign} {limit}", 46), fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
 
