@@ -38,7 +38,7 @@ _WARM = []
 
 
 def warm_put_batch() -> None:
-    "Load the compiled kernels and their dispatchers once per process (numba's import is not a put)."
+    "Load numba and the batch put's kernel once per process (numba's import is not a put; dispatch's load at first use)."
     if not _WARM:
         root = Path(tempfile.mkdtemp(prefix="mqstore-bench-warm-"))
         try:
