@@ -428,8 +428,13 @@ def window_claims(w: LogWindow):
                h["queue_offset"][g].astype(np.int64), w.offs[g])
 
 # %% ../book/13_real_stores.ipynb #b17be98e
+from .fast.dispatch import sorted_member
+
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    "np.isin(a, b) by sorting b and a binary search."
+    "np.isin(a, b) by sorting b and a binary search (10.2's compiled merge when b is in order)."
+    got = sorted_member(a, b)
+    if got is not None:
+        return got
     b = np.sort(b)
     if not len(b):
         return np.zeros(len(a), bool)

@@ -4,7 +4,7 @@
 __all__ = ['DISPATCH_ROWS', 'AHEAD_BYTES', 'MIN_BATCH_BYTES', 'REPLACES', 'GATHER_BYTES', 'GATHER_S', 'append_run', 'put_bulk',
            'span_strings', 'property_spans', 'span_java_hashes', 'scan_property', 'scan_topic_ids', 'SegmentBatch',
            'delivery_codes', 'index_key_columns', 'decode_segment_batch', 'build_consume_queues_bulk',
-           'scan_decode_segment', 'dispatch_range_bulk', 'dispatch_range_fast', 'reput_run']
+           'scan_decode_segment', 'dispatch_range_bulk', 'dispatch_range_fast', 'reput_run', 'sorted_member']
 
 # %% ../../book/10b_fast_dispatch.ipynb #2363f38f
 """Dispatch in batches (chapter 10.2): a segment's records decoded into columns and handed at once
@@ -707,3 +707,16 @@ def reput_run(self):
 
 REPLACES["mqstore.dispatch.ReputService._run"] = reput_run
 
+
+# %% ../../book/10b_fast_dispatch.ipynb #4a5ec85e
+def sorted_member(a, b):
+    """np.isin(a, b) for two int64 columns, `b` in ascending order, by the compiled `member_merge`;
+    None when it cannot answer (other dtypes, `b` out of order, the kernels off or missing)."""
+    import numpy as np
+    from mqstore.fast.records import compiled_kernels
+    K = compiled_kernels()
+    if K is None or a.dtype != np.int64 or b.dtype != np.int64 or a.ndim != 1 or b.ndim != 1:
+        return None
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    out = np.empty(len(a), np.bool_)
+    return out if K.member_merge(a, b, out) else None
