@@ -443,15 +443,23 @@ import warnings
 from ..consume_queue import ConsumeQueue, CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, queue_folder_ok
 from ..errors import DispatchWarning
 
+def _queue_sort(tid, qid):
+    "(stable order of rows by (topic id, queue id as uint32), that key); as 16 bits when both fit a byte (a radix sort)."
+    import numpy as np
+    key = (tid << 32) | (qid & 0xFFFFFFFF)
+    small = len(qid) and 0 <= qid.min() and qid.max() < 256 and tid.max() < 256    # the same order in 16 bits
+    return np.argsort(((tid << 8) | qid).astype(np.uint16) if small else key, kind="stable"), key
+
 class _QueueRuns:
     """The units of a batch in queue order (columns gathered once, contiguous), and what tells whether a
     group continues its queue."""
 
     def __init__(self, h, tags_codes, rows, sort):
         import numpy as np
-        take = lambda column: np.ascontiguousarray(column[rows])[sort]   # strided once, then permuted
+        order = rows[sort]
+        take = lambda column: np.ascontiguousarray(column)[order]   # one strided pass, then one gather
         self.offset, self.size = take(h["commit_log_offset"]), take(h["total_size"])
-        self.tags, self.qo = np.asarray(tags_codes)[rows][sort], take(h["queue_offset"])
+        self.tags, self.qo = np.asarray(tags_codes)[order], take(h["queue_offset"])
         self.ends = self.offset + self.size
         self.breaks = np.concatenate([[0], np.cumsum(np.diff(self.qo) != 1)])
 
@@ -491,8 +499,7 @@ def build_consume_queues_bulk(cq_store, batch: SegmentBatch) -> int:
     rows = np.flatnonzero((tx == TRANSACTION_NOT_TYPE) | (tx == TRANSACTION_COMMIT_TYPE))
     if not len(rows):
         return 0
-    key = (batch.topic_ids[rows] << 32) | (h["queue_id"][rows].astype(np.int64) & 0xFFFFFFFF)
-    sort = np.argsort(key, kind="stable")
+    sort, key = _queue_sort(batch.topic_ids[rows], np.ascontiguousarray(h["queue_id"])[rows].astype(np.int64))
     order, key = rows[sort], key[sort]
     cuts = np.flatnonzero(np.diff(key)) + 1
     codes, unknown = delivery_codes(batch, getattr(cq_store, "delay_levels", DEFAULT_DELAY_LEVELS))
@@ -538,7 +545,7 @@ def _scan_decode_compiled(K, buf, start, n, check_crc, stop_on_bad_crc, one_chun
         while why == 3 and not (one_chunk and parts):
             done = sum(len(p[0]) for p in parts)
             cap = min(_chunk_rows(n, pos) if not done else (n - pos) * done // (pos - start) + 256, DISPATCH_ROWS)
-            out = np.zeros(cap, SCAN_DTYPE)
+            out = np.empty(cap, SCAN_DTYPE)                 # the kernel writes every byte of a row it fills
             cols = _decode_columns(cap, 3 * cap + (1 << 15))
             rows, why, pos = K.scan_decode_records(data, pos, n, cap, check_crc, stop_on_bad_crc, out,
                                                    out["born_ip"], out["store_ip"], _WANTED_BYTES, _WANTED_AT,
@@ -593,12 +600,14 @@ def _dispatch_rows(buf, base: int, pos: int, limit: int, bulk, pool=None) -> tup
     got = scan(pos)
     while True:
         headers, stop, status, batch = got
+        more = status is RecordStatus.OK and pos < stop < limit      # the chunk was full: the next one
+        ahead = pool.submit(scan, stop) if more and pool is not None else None   # at once; dropped if need be
         moved = np.flatnonzero(headers["commit_log_offset"] != base + headers["offset"])
         if len(moved):                   # a foreign record: the rows before it, then one step
-            stop, status = int(headers["offset"][moved[0]]), None
+            if ahead is not None and not ahead.cancel():
+                ahead.exception()        # the scan ahead is not wanted: wait for its end (it reads buf)
+            stop, status, more, ahead = int(headers["offset"][moved[0]]), None, False, None
             headers, _, _, batch = scan_decode_segment(buf, pos, end=stop)
-        more = status is RecordStatus.OK and pos < stop < limit      # the chunk was full: the next one
-        ahead = pool.submit(scan, stop) if more and pool is not None else None
         if len(headers):
             for b in bulk:
                 b(batch)
