@@ -102,6 +102,7 @@ def measure_mix(name, make, repeat: int, work: Path) -> dict:
     gib = end / GIB
     out = dict(mix=name, messages=n, bytes=end, build_s=built)
     child(["inspect", str(root / "store")])                              # numba's cache and the page cache, once
+    child(["verify", str(root / "store"), "--json"])                     # the same for verify's kernels
     out["inspect"] = [child(["inspect", str(root / "store")])[0] for _ in range(repeat)]
     verify = [child(["verify", str(root / "store"), "--json"]) for _ in range(repeat)]
     for _, _, text in verify:
