@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['OKABE_ITO', 'KIND_COLORS', 'times', 'draw_rounds', 'draw_ratios', 'draw_shares', 'draw_targets', 'draw_goals',
-           'goal_rows', 'mix_goal_rows', 'toward_goal', 'draw_mix_goals']
+           'goal_rows', 'mix_goal_rows', 'toward_goal', 'as_label', 'draw_mix_goals']
 
 # %% ../../book/11_performance.ipynb #9acc3d53
 import matplotlib.pyplot as plt
@@ -272,7 +272,8 @@ def toward_goal(r, value=None) -> float:
     v = r["median"] if value is None else value
     return v / r["limit"] if r["better"] == "higher" else r["limit"] / v
 
-def _num(v) -> str:
+def as_label(v) -> str:
+    "A value as the per-mix figure labels it: whole numbers from 100 up, else three significant digits."
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 # %% ../../book/11_performance.ipynb #12aeef28
@@ -290,14 +291,14 @@ def _mix_goal_panel(ax, rs, key):
     usual = max(set(limits), key=limits.count)                   # the limit most mixes share, if any
     usual = usual if limits.count(usual) > 1 else None
     for k, r in enumerate(rs):
-        ax.text(max(share[k], span[k][1]) * 1.1, k, _num(r["median"]) + (f" (limit {_num(r['limit'])})"
+        ax.text(max(share[k], span[k][1]) * 1.1, k, as_label(r["median"]) + (f" (limit {as_label(r['limit'])})"
                 if r["limit"] != usual else ""), va="center", fontsize=7.5, zorder=5)
     ax.set_yticks(y, [r["mix"] for r in rs], fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlim(min(1, min(s[0] for s in span)) / 1.5, max(1, max(s[1] for s in span)) * 8)
     sign = "<=" if rs[0]["better"] == "lower" else ">="
-    limit = f"{_num(usual)} {rs[0]['unit']}" if usual is not None else \
+    limit = f"{as_label(usual)} {rs[0]['unit']}" if usual is not None else \
         "that mix's abnormal recovery" if key == "normal_s_per_gib" else "each mix's own limit"
     ax.set_title(textwrap.fill(f"{rs[0]['goal']}: {sign} {limit}", 46), fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
