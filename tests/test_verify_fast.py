@@ -190,11 +190,20 @@ def test_same_report_on_compressed_bodies(tmp_path, capsys, monkeypatch, seed, s
                                                         for p in problems), problems[:3]
 
 
+def _reference_passes(body: bytes, sys_flag: int) -> bool:
+    "Does chapter 14's decompress_body (the reference) take the body?"
+    from mqstore.modern import decompress_body, BodyDecompressionError
+    try:
+        decompress_body(body, sys_flag)
+        return True
+    except BodyDecompressionError:
+        return False
+
+
 def test_zlib_bodies_ok_passes_only_what_the_reference_passes():
     "10.3's zlib_bodies_ok never passes a body chapter 14's decompress_body refuses; it passes every good zlib body."
     from mqstore import accel
     from mqstore.fast.recovery import zlib_bodies_ok
-    from mqstore.modern import decompress_body, BodyDecompressionError
     rng = random.Random(5)
     bodies = compressed_bodies(rng, 2000)
     rows = np.zeros(len(bodies), [("body_pos", "<i4"), ("body_len", "<i4"), ("sys_flag", "<i4")])
@@ -203,13 +212,7 @@ def test_zlib_bodies_ok_passes_only_what_the_reference_passes():
     rows["sys_flag"] = [f for _, f in bodies]
     with accel.fast_paths(True):
         ok = zlib_bodies_ok(memoryview(b"".join(b for b, _ in bodies)), rows, np.arange(len(bodies)))
-    def passes(b, f):
-        try:
-            decompress_body(b, f)
-            return True
-        except BodyDecompressionError:
-            return False
-    ref = np.array([passes(b, f) for b, f in bodies])
+    ref = np.array([_reference_passes(b, f) for b, f in bodies])
     zlib_kind = np.isin(rows["sys_flag"] & 0x700, [0, 0x300])
     assert not (ok & ~ref).any() and (ok == (ref & zlib_kind)).all() and 300 < ok.sum() < 1500
 
@@ -242,7 +245,6 @@ def test_zlib_bodies_ok_agrees_with_the_reference_on_every_spoiling():
     import zlib
     from mqstore import accel
     from mqstore.fast.recovery import zlib_bodies_ok
-    from mqstore.modern import decompress_body, BodyDecompressionError
     rng = random.Random(11)
     text = b" ".join(rng.choice([b"order", b"item", b"queue", b"topic", b"%d" % rng.randrange(99)]) for _ in range(4000))
     good = [zlib.compress(x, lv) for lv in (0, 1, 5, 9) for x in (b"", b"a", b"ab" * 600, text[:60], text, rng.randbytes(2000))]
@@ -259,13 +261,7 @@ def test_zlib_bodies_ok_agrees_with_the_reference_on_every_spoiling():
     rows["body_len"] = [len(b) for b in bodies]
     rows["body_pos"] = np.cumsum(rows["body_len"]) - rows["body_len"]
     rows["sys_flag"] = [1, 0x301] * (len(bodies) // 2) + [1] * (len(bodies) % 2)
-    def passes(b, f):
-        try:
-            decompress_body(b, f)
-            return True
-        except BodyDecompressionError:
-            return False
-    ref = np.array([passes(b, int(f)) for b, f in zip(bodies, rows["sys_flag"])])
+    ref = np.array([_reference_passes(b, int(f)) for b, f in zip(bodies, rows["sys_flag"])])
     for split in (None, 0):
         with accel.fast_paths(True):
             import mqstore.fast.recovery as fr
